@@ -1,0 +1,131 @@
+"""Validation of a chapter's parameters.
+
+Each chapter has one papermill ``parameters`` cell of literal assignments. The
+cell after it calls :func:`validate` with the notebook's globals: an unknown
+name, a missing name, a value of the wrong type or out of its range stops the
+chapter with an error that names the parameter and the valid range.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+class ParameterError(ValueError):
+    """A chapter parameter is unknown, missing, of the wrong type or out of range."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: its type, its inclusive range or choices, and what it means."""
+
+    kind: type
+    doc: str
+    low: float | None = None
+    high: float | None = None
+    choices: tuple | None = None
+
+    def describe(self) -> str:
+        if self.choices is not None:
+            return f"one of {list(self.choices)}"
+        lo = "-inf" if self.low is None else repr(self.low)
+        hi = "inf" if self.high is None else repr(self.high)
+        return f"{self.kind.__name__} in [{lo}, {hi}]"
+
+    def check(self, name: str, value: Any) -> Any:
+        ok_type = isinstance(value, self.kind) and not (self.kind is not bool and isinstance(value, bool))
+        if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value, ok_type = float(value), True
+        if not ok_type:
+            raise ParameterError(f"parameter {name!r} must be {self.describe()}, got {value!r} ({type(value).__name__})")
+        if self.choices is not None and value not in self.choices:
+            raise ParameterError(f"parameter {name!r} must be {self.describe()}, got {value!r}")
+        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+            raise ParameterError(f"parameter {name!r} = {value!r} is out of range: must be {self.describe()}")
+        return value
+
+
+# Parameters shared by the single-head chapters.
+SINGLE_HEAD: dict[str, Param] = {
+    "seeds": Param(int, "number of independent seeds (0 .. seeds-1)", 1, 100),
+    "dim": Param(int, "head dimension d (even)", 4, 512),
+    "vocab": Param(int, "vocabulary size V", 2, 4096),
+    "train_length": Param(int, "training sequence length T", 4, 1024),
+    "offset": Param(int, "target offset k (1 <= k < train_length)", 1, 1023),
+    "steps": Param(int, "Adam steps per run", 1, 100_000),
+    "batch": Param(int, "training sequences per step", 1, 4096),
+    "lr": Param(float, "Adam learning rate", 1e-6, 1.0),
+    "length_factor": Param(int, "longest evaluated length, in multiples of T", 1, 1024),
+    "eval_batch": Param(int, "evaluation sequences per length", 1, 65_536),
+}
+
+Rule = Callable[[dict], str | None]
+
+
+def _offset_below_train_length(p: dict) -> str | None:
+    if "offset" in p and "train_length" in p and not p["offset"] < p["train_length"]:
+        valid = f"[1, train_length - 1] = [1, {p['train_length'] - 1}]"
+        return f"parameter 'offset' = {p['offset']} is out of range: must be in {valid}"
+    return None
+
+
+def _dim_even(p: dict) -> str | None:
+    if "dim" in p and p["dim"] % 2:
+        return f"parameter 'dim' = {p['dim']} is out of range: must be even (rotary planes pair coordinates)"
+    return None
+
+
+DEFAULT_RULES: tuple[Rule, ...] = (_offset_below_train_length, _dim_even)
+
+CHAPTERS: dict[str, dict[str, Param]] = {
+    "01_equivariance": {
+        **SINGLE_HEAD,
+        "rope_base": Param(float, "RoPE base b of the frequencies b^(-2m/d)", 2.0, 1e9),
+        "rope_convention": Param(str, "how coordinates pair into rotary planes", choices=("half", "interleaved")),
+    },
+    "02_absolute_pinning": {
+        **SINGLE_HEAD,
+        "ablation_table_init_std": Param(float, "APE table init std of the ablation", 1e-4, 10.0),
+    },
+}
+
+_IPYTHON_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "open"}
+
+
+def user_names(namespace: Mapping[str, Any]) -> dict[str, Any]:
+    """The names a notebook's cells defined: not private, not IPython's, not modules or functions."""
+    return {
+        name: value
+        for name, value in namespace.items()
+        if not name.startswith("_")
+        and name not in _IPYTHON_NAMES
+        and not isinstance(value, (types.ModuleType, types.FunctionType, type))
+    }
+
+
+def validate(chapter: str, namespace: Mapping[str, Any], rules: tuple[Rule, ...] = DEFAULT_RULES) -> dict[str, Any]:
+    """Check a chapter's parameters and return them as a dict; raise :class:`ParameterError` otherwise."""
+    if chapter not in CHAPTERS:
+        raise ParameterError(f"unknown chapter {chapter!r}; known: {sorted(CHAPTERS)}")
+    spec = CHAPTERS[chapter]
+    given = user_names(namespace)
+    unknown = sorted(set(given) - set(spec))
+    if unknown:
+        raise ParameterError(f"unknown parameter(s) {unknown} for chapter {chapter!r}; valid parameters: {sorted(spec)}")
+    missing = sorted(set(spec) - set(given))
+    if missing:
+        raise ParameterError(f"missing parameter(s) {missing} for chapter {chapter!r}")
+    params = {name: spec[name].check(name, given[name]) for name in spec}
+    for rule in rules:
+        message = rule(params)
+        if message:
+            raise ParameterError(message)
+    return params
+
+
+def describe(chapter: str) -> str:
+    """A human-readable table of a chapter's parameters and their valid ranges."""
+    return "\n".join(f"{name:>24}: {p.describe():<36} {p.doc}" for name, p in CHAPTERS[chapter].items())

@@ -1,0 +1,23 @@
+"""Small statistics used by the claim checks: binomial intervals and seed summaries."""
+
+from __future__ import annotations
+
+import pandas as pd
+from scipy.stats import binomtest
+
+
+def binomial_interval(successes: int, trials: int, confidence: float = 0.999) -> tuple[float, float]:
+    """Exact (Clopper-Pearson) two-sided interval for a binomial proportion."""
+    ci = binomtest(int(successes), int(trials)).proportion_ci(confidence_level=confidence, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def consistent_with(p: float, accuracy: float, trials: int, confidence: float = 0.999) -> bool:
+    """Whether ``p`` lies in the exact interval around an observed ``accuracy`` over ``trials``."""
+    low, high = binomial_interval(round(accuracy * trials), trials, confidence)
+    return low <= p <= high
+
+
+def seed_summary(df: pd.DataFrame, value: str, by: list[str]) -> pd.DataFrame:
+    """Mean, standard deviation, min and max of ``value`` over seeds, grouped by ``by``."""
+    return df.groupby(by)[value].agg(["mean", "std", "min", "max", "count"]).reset_index()
