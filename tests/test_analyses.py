@@ -1,4 +1,5 @@
 import torch
+
 from lengthgen.equivariance import renormalization_error, toeplitz_deviation
 from lengthgen.pinning import pinning, table_movement
 from lengthgen.stats import binomial_interval, consistent_with

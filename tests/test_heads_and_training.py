@@ -3,6 +3,7 @@ import sys
 
 import pytest
 import torch
+
 from lengthgen.equivariance import logit_matrix, toeplitz_deviation
 from lengthgen.evaluation import accuracy_at, length_sweep
 from lengthgen.heads import ApeHead, RopeHead

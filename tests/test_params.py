@@ -1,4 +1,5 @@
 import pytest
+
 from lengthgen.params import CHAPTERS, ParameterError, describe, user_names, validate
 
 DEFAULTS = dict(seeds=5, dim=64, vocab=64, train_length=32, offset=5, steps=1000, batch=64, lr=0.01,

@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from lengthgen import bookcache
 from lengthgen.params import CHAPTERS
 from lengthgen.paths import BOOK_DIR, REPO_ROOT

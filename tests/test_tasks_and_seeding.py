@@ -1,4 +1,5 @@
 import torch
+
 from lengthgen.seeding import derive_seed, generator
 from lengthgen.tasks import IGNORE, offset_targets, sample_tokens
 
