@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import pandas as pd
 import torch
 
 from .encodings import rotate
@@ -28,6 +29,19 @@ from .tasks import sample_tokens
 def offset_features(offsets: torch.Tensor, freqs: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     """``Phi[D] = R_{-D} key / sqrt(d)``, shape ``(len(offsets), d)``: ``f(D) = Phi[D] . q``."""
     return rotate(key, -offsets, freqs) / math.sqrt(key.shape[0])
+
+
+def unit_key(dim: int, seed: int | None = None) -> torch.Tensor:
+    """The fixed key: unit amplitude in every rotary plane (half convention).
+
+    Phases are zero, or uniformly random from the seed's ``"key"`` stream: the seed
+    changes the features while keeping every plane's amplitude, hence the conditioning.
+    """
+    half = dim // 2
+    phase = torch.zeros(half, dtype=torch.float64)
+    if seed is not None:
+        phase = 2 * torch.pi * torch.rand(half, generator=generator(seed, "key"), dtype=torch.float64)
+    return torch.cat([torch.cos(phase), torch.sin(phase)])
 
 
 def task_gram(train_length: int, offset: int, vocab: int, n_offsets: int | None = None) -> torch.Tensor:
@@ -78,7 +92,7 @@ def gradient_descent_closed_form(phi: torch.Tensor, gram: torch.Tensor, y: torch
     if math.isinf(steps):
         filt = 1 / lam_k
     else:
-        filt = -torch.expm1(steps * torch.log1p(-lr * lam_k)) / lam_k
+        filt = (1 - torch.pow(1 - lr * lam_k, steps)) / lam_k
     return u[:, keep] @ (filt * (u[:, keep].T @ b))
 
 
@@ -151,3 +165,85 @@ def evaluate_linear(f_all: torch.Tensor, lengths: list[int], offset: int, vocab:
         rows.append(LinearEval(length, float((out.argmax(-1) == target).double().mean()),
                                float((err**2).sum(-1).mean()), expected_squared_error(f_all[:length], offset, vocab)))
     return rows
+
+
+@dataclass
+class LinearControlStudy:
+    """Chapter 5's tables."""
+
+    selection: pd.DataFrame  # seed, frequencies, method, rel_error_to_pinv, rel_error_to_closed_form, norm, cond
+    lengths: pd.DataFrame  # seed, model, length, accuracy, squared_error, expected_squared_error
+    spectrum: pd.DataFrame  # seed, frequencies, eigenvalue, filled (fraction of min-norm value reached by GD)
+    ablation: pd.DataFrame  # seed, method, rel_error_to_pinv, norm, null_space_norm, accuracy_longest
+
+
+def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm())
+
+
+def linear_control_study(params: dict, progress: bool = True) -> LinearControlStudy:
+    """Min-norm selection, (no) extrapolation and optimizer dependence of linear rotary attention."""
+    from tqdm import tqdm
+
+    from .encodings import full_band_frequencies, rope_frequencies
+    from .evaluation import length_sweep
+    from .studies import doubling_lengths
+    from .training import RunConfig, train
+
+    d, V, T, k = params["dim"], params["vocab"], params["train_length"], params["offset"]
+    lengths = doubling_lengths(T, params["length_factor"])
+    longest = lengths[-1]
+    freq_sets = {
+        "full-band": full_band_frequencies(d, params["full_band_base"]),
+        "standard": rope_frequencies(d, params["rope_base"]),
+    }
+    gram = task_gram(T, k, V)
+    y = torch.zeros(T, dtype=torch.float64)
+    y[k] = 1.0
+    selection, length_rows, spectrum, ablation = [], [], [], []
+    for seed in tqdm(range(params["seeds"]), disable=not progress, desc="seeds"):
+        key = unit_key(d, seed)
+        for name, freqs in freq_sets.items():
+            phi = offset_features(torch.arange(T), freqs, key)
+            lr = stable_lr(phi, gram)
+            pinv = min_norm_interpolant(phi, y)
+            gd = gradient_descent(phi, gram, y, lr, params["gd_steps"])
+            closed = gradient_descent_closed_form(phi, gram, y, lr, params["gd_steps"])
+            cond = float(torch.linalg.cond(phi))
+            selection.append(dict(seed=seed, frequencies=name, method="GD (full batch)", rel_error_to_pinv=_relative(gd, pinv),
+                                  rel_error_to_closed_form=_relative(gd, closed), norm=float(gd.norm()), cond=cond))
+            lam, u = torch.linalg.eigh(phi.T @ gram @ phi)
+            keep = lam > 1e-12 * lam.max()
+            filled = 1 - torch.pow(1 - lr * lam[keep], params["gd_steps"])
+            spectrum.append(pd.DataFrame(dict(seed=seed, frequencies=name, eigenvalue=lam[keep].numpy(), filled=filled.numpy())))
+            if name != "full-band":
+                continue
+            sgd = sgd_on_tokens(phi, T, k, V, params["sgd_steps"], 0.5 * lr, params["sgd_batch"], seed)
+            selection.append(dict(seed=seed, frequencies=name, method="SGD on tokens", rel_error_to_pinv=_relative(sgd, pinv),
+                                  rel_error_to_closed_form=float("nan"), norm=float(sgd.norm()), cond=cond))
+            phi_long = offset_features(torch.arange(longest), freqs, key)
+            for ev in evaluate_linear(phi_long @ sgd, lengths, k, V, seed, params["eval_batch"]):
+                length_rows.append(dict(seed=seed, model="linear (SGD from zero)", **ev.__dict__))
+            init = torch.randn(d, generator=generator(seed, "linear-init"), dtype=torch.float64)
+            steps, batch = params["sgd_steps"], params["sgd_batch"]
+            variants = {
+                "SGD from zero": sgd,
+                "Adam from zero": sgd_on_tokens(phi, T, k, V, steps, params["adam_lr"], batch, seed, "adam"),
+                "SGD from random init": sgd_on_tokens(phi, T, k, V, steps, 0.5 * lr, batch, seed, init=init),
+            }
+            projector = torch.linalg.pinv(phi) @ phi
+            for method, q in variants.items():
+                acc_longest = evaluate_linear(phi_long @ q, [longest], k, V, seed, params["eval_batch"])[0].accuracy
+                ablation.append(dict(seed=seed, method=method, rel_error_to_pinv=_relative(q, pinv), norm=float(q.norm()),
+                                     null_space_norm=float((q - projector @ q).norm()),
+                                     predicted_rel_error=_relative(pinv + init - projector @ init, pinv)
+                                     if method == "SGD from random init" else float("nan"),
+                                     accuracy_longest=acc_longest))
+            softmax = train(RunConfig(kind="rope", dim=d, vocab=V, train_length=T, offset=k, steps=params["softmax_steps"],
+                                      seed=seed, rope_base=params["full_band_base"], rope_full_band=True))
+            sweep = length_sweep(softmax.head, lengths, T, k, V, seed, batch=params["eval_batch"])
+            for row in sweep[sweep.metric == "last"].itertuples():
+                length_rows.append(dict(seed=seed, model="softmax RoPE (same frequencies)", length=row.length,
+                                        accuracy=row.accuracy, squared_error=float("nan"), expected_squared_error=float("nan")))
+    return LinearControlStudy(pd.DataFrame(selection), pd.DataFrame(length_rows), pd.concat(spectrum, ignore_index=True),
+                              pd.DataFrame(ablation))

@@ -90,6 +90,22 @@ CHAPTERS: dict[str, dict[str, Param]] = {
         **SINGLE_HEAD,
         "ablation_table_init_std": Param(float, "APE table init std of the ablation", 1e-4, 10.0),
     },
+    "05_linear_control": {
+        "seeds": SINGLE_HEAD["seeds"],
+        "dim": SINGLE_HEAD["dim"],
+        "vocab": SINGLE_HEAD["vocab"],
+        "train_length": SINGLE_HEAD["train_length"],
+        "offset": SINGLE_HEAD["offset"],
+        "length_factor": SINGLE_HEAD["length_factor"],
+        "eval_batch": SINGLE_HEAD["eval_batch"],
+        "full_band_base": Param(float, "base b of the well-conditioned set pi * b^(-2m/d)", 2.0, 1e9),
+        "rope_base": Param(float, "base of the standard RoPE frequencies b^(-2m/d)", 2.0, 1e9),
+        "gd_steps": Param(int, "full-batch gradient-descent steps", 1, 10_000_000),
+        "sgd_steps": Param(int, "SGD / Adam steps on sampled tokens", 1, 1_000_000),
+        "sgd_batch": Param(int, "sequences per SGD step", 1, 4096),
+        "adam_lr": Param(float, "Adam learning rate of the ablation", 1e-6, 1.0),
+        "softmax_steps": Param(int, "Adam steps of the softmax comparison head", 1, 100_000),
+    },
 }
 
 _IPYTHON_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "open"}

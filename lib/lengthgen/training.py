@@ -14,6 +14,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from .encodings import full_band_frequencies
 from .heads import ApeHead, PositionOnlyHead, RopeHead
 from .seeding import generator
 from .tasks import IGNORE, offset_targets, sample_tokens
@@ -36,6 +37,7 @@ class RunConfig:
     seed: int = 0
     rope_base: float = 10_000.0
     rope_convention: str = "half"
+    rope_full_band: bool = False  # frequencies pi * base^(-2m/d) instead of base^(-2m/d)
     qk_init_std: float = 0.1
     table_init_std: float = 0.02
     max_length: int = 512  # APE table rows (only the first train_length are ever trained)
@@ -52,7 +54,8 @@ def build_head(cfg: RunConfig) -> PositionOnlyHead:
     """The freshly initialized head of a run (initialization stream of ``cfg.seed``)."""
     gen = generator(cfg.seed, "init")
     if cfg.kind == "rope":
-        return RopeHead(cfg.dim, cfg.vocab, gen, cfg.qk_init_std, cfg.rope_base, cfg.rope_convention)
+        freqs = full_band_frequencies(cfg.dim, cfg.rope_base) if cfg.rope_full_band else None
+        return RopeHead(cfg.dim, cfg.vocab, gen, cfg.qk_init_std, cfg.rope_base, cfg.rope_convention, freqs)
     if cfg.kind == "ape":
         return ApeHead(cfg.dim, cfg.vocab, cfg.max_length, gen, cfg.table_init_std)
     raise ValueError(f"kind must be 'rope' or 'ape', got {cfg.kind!r}")
