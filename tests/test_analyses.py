@@ -46,3 +46,15 @@ def test_doubling_lengths_and_configs():
     cfgs = run_configs(dict(seeds=3, dim=8, vocab=4, train_length=10, offset=2, steps=5, batch=2, lr=0.1,
                             length_factor=4), "ape")
     assert [c.seed for c in cfgs] == [0, 1, 2] and cfgs[0].max_length == 40 and cfgs[0].kind == "ape"
+
+
+def test_glue_converts_numpy_scalars(monkeypatch):
+    import numpy as np
+
+    from lengthgen import gluing
+
+    seen = {}
+    monkeypatch.setattr(gluing, "_myst_glue", lambda name, value, display: seen.update({name: value}))
+    gluing.glue("x", np.float64(0.5))
+    gluing.glue("n", np.int64(3))
+    assert type(seen["x"]) is float and type(seen["n"]) is int
