@@ -48,7 +48,7 @@ def test_toc_lists_every_chapter():
 
 
 def _mini_repo(tmp_path: Path) -> Path:
-    for rel in ("lib/lengthgen/__init__.py", "requirements.txt", "pyproject.toml", "_config.yml"):
+    for rel in ("lib/lengthgen/__init__.py", "requirements.txt", "pyproject.toml", "_config.yml", "Makefile"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO_ROOT / rel, tmp_path / rel)
     return tmp_path

@@ -23,7 +23,7 @@ import yaml
 
 from .paths import REPO_ROOT
 
-FINGERPRINTED = ("lib/**/*.py", "requirements.txt", "pyproject.toml", "_config.yml")
+FINGERPRINTED = ("lib/**/*.py", "requirements.txt", "pyproject.toml", "_config.yml", "Makefile")
 
 
 def fingerprint(root: Path = REPO_ROOT) -> str:
