@@ -12,7 +12,8 @@ ENCODING_PALETTE: dict[str, str] = {"RoPE": "#0072B2", "APE": "#D55E00", "NoPE":
 def set_theme() -> None:
     """Apply the shared seaborn theme (call once at the top of a chapter)."""
     sns.set_theme(context="notebook", style="whitegrid", palette="colorblind", font_scale=0.95)
-    plt.rcParams.update({"figure.dpi": 110, "savefig.bbox": "tight", "axes.titleweight": "bold"})
+    plt.rcParams.update({"figure.dpi": 110, "savefig.bbox": "tight", "axes.titleweight": "bold",
+                         "figure.constrained_layout.use": True})
 
 
 def mark_training_length(ax: plt.Axes, train_length: float, label: str = "training length $T$") -> None:
