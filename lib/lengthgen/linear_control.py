@@ -20,10 +20,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 import torch
+from tqdm import tqdm
 
-from .encodings import rotate
+from .encodings import full_band_frequencies, rope_frequencies, rotate
+from .evaluation import length_sweep
 from .seeding import generator
+from .studies import doubling_lengths
 from .tasks import sample_tokens
+from .training import RunConfig, train
 
 
 def offset_features(offsets: torch.Tensor, freqs: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
@@ -183,13 +187,6 @@ def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def linear_control_study(params: dict, progress: bool = True) -> LinearControlStudy:
     """Min-norm selection, (no) extrapolation and optimizer dependence of linear rotary attention."""
-    from tqdm import tqdm
-
-    from .encodings import full_band_frequencies, rope_frequencies
-    from .evaluation import length_sweep
-    from .studies import doubling_lengths
-    from .training import RunConfig, train
-
     d, V, T, k = params["dim"], params["vocab"], params["train_length"], params["offset"]
     lengths = doubling_lengths(T, params["length_factor"])
     longest = lengths[-1]
@@ -222,7 +219,8 @@ def linear_control_study(params: dict, progress: bool = True) -> LinearControlSt
             selection.append(dict(seed=seed, frequencies=name, method="SGD on tokens", rel_error_to_pinv=_relative(sgd, pinv),
                                   rel_error_to_closed_form=float("nan"), norm=float(sgd.norm()), cond=cond))
             phi_long = offset_features(torch.arange(longest), freqs, key)
-            for ev in evaluate_linear(phi_long @ sgd, lengths, k, V, seed, params["eval_batch"]):
+            sgd_evals = evaluate_linear(phi_long @ sgd, lengths, k, V, seed, params["eval_batch"])
+            for ev in sgd_evals:
                 length_rows.append(dict(seed=seed, model="linear (SGD from zero)", **ev.__dict__))
             init = torch.randn(d, generator=generator(seed, "linear-init"), dtype=torch.float64)
             steps, batch = params["sgd_steps"], params["sgd_batch"]
@@ -233,7 +231,8 @@ def linear_control_study(params: dict, progress: bool = True) -> LinearControlSt
             }
             projector = torch.linalg.pinv(phi) @ phi
             for method, q in variants.items():
-                acc_longest = evaluate_linear(phi_long @ q, [longest], k, V, seed, params["eval_batch"])[0].accuracy
+                acc_longest = (sgd_evals[-1] if method == "SGD from zero"
+                               else evaluate_linear(phi_long @ q, [longest], k, V, seed, params["eval_batch"])[0]).accuracy
                 ablation.append(dict(seed=seed, method=method, rel_error_to_pinv=_relative(q, pinv), norm=float(q.norm()),
                                      null_space_norm=float((q - projector @ q).norm()),
                                      predicted_rel_error=_relative(pinv + init - projector @ init, pinv)
