@@ -58,3 +58,24 @@ def test_unknown_chapter_and_describe():
         validate("99_nope", {})
     for chapter in CHAPTERS:
         assert "offset" in describe(chapter)
+
+
+CARRIER = dict(seeds=5, offsets=[3, 5, 9], dim=64, vocab=64, train_length=32, steps=1000, batch=64, lr=0.01,
+               rope_base=10000.0, min_turn=1.0, null_draws=10000, energy=0.99, workers=2)
+
+
+@pytest.mark.parametrize(
+    "value, pattern",
+    [
+        ([3, 40], r"'offsets' contains 40, out of range: every offset must be in \[1, train_length - 1\] = \[1, 31\]"),
+        ([], r"'offsets' must be a non-empty list of distinct int"),
+        ([3, 3], r"'offsets' must be a non-empty list of distinct int"),
+        ([3, 4.5], r"'offsets\[1\]' must be int"),
+        ([0, 5], r"'offsets\[0\]' = 0 is out of range"),
+        (5, r"'offsets' must be a non-empty list"),
+    ],
+)
+def test_offset_lists_are_validated(value, pattern):
+    with pytest.raises(ParameterError, match=pattern):
+        validate("03_carrier", {**CARRIER, "offsets": value})
+    assert validate("03_carrier", CARRIER)["offsets"] == [3, 5, 9]

@@ -27,15 +27,20 @@ class Param:
     low: float | None = None
     high: float | None = None
     choices: tuple | None = None
+    item: type | None = None  # for kind=list: the type of every element (the range applies per element)
 
     def describe(self) -> str:
         if self.choices is not None:
             return f"one of {list(self.choices)}"
         lo = "-inf" if self.low is None else repr(self.low)
         hi = "inf" if self.high is None else repr(self.high)
+        if self.kind is list:
+            return f"a non-empty list of distinct {self.item.__name__} in [{lo}, {hi}]"
         return f"{self.kind.__name__} in [{lo}, {hi}]"
 
     def check(self, name: str, value: Any) -> Any:
+        if self.kind is list:
+            return self._check_list(name, value)
         ok_type = isinstance(value, self.kind) and not (self.kind is not bool and isinstance(value, bool))
         if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
             value, ok_type = float(value), True
@@ -46,6 +51,14 @@ class Param:
         if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
             raise ParameterError(f"parameter {name!r} = {value!r} is out of range: must be {self.describe()}")
         return value
+
+    def _check_list(self, name: str, value: Any) -> list:
+        if isinstance(value, tuple):
+            value = list(value)
+        if not isinstance(value, list) or not value or len(set(value)) != len(value):
+            raise ParameterError(f"parameter {name!r} must be {self.describe()}, got {value!r}")
+        element = Param(self.item, self.doc, self.low, self.high)
+        return [element.check(f"{name}[{i}]", v) for i, v in enumerate(value)]
 
 
 # Parameters shared by the single-head chapters.
@@ -66,9 +79,14 @@ Rule = Callable[[dict], str | None]
 
 
 def _offset_below_train_length(p: dict) -> str | None:
-    if "offset" in p and "train_length" in p and not p["offset"] < p["train_length"]:
-        valid = f"[1, train_length - 1] = [1, {p['train_length'] - 1}]"
+    if "train_length" not in p:
+        return None
+    valid = f"[1, train_length - 1] = [1, {p['train_length'] - 1}]"
+    if "offset" in p and not p["offset"] < p["train_length"]:
         return f"parameter 'offset' = {p['offset']} is out of range: must be in {valid}"
+    for k in p.get("offsets", []):
+        if not k < p["train_length"]:
+            return f"parameter 'offsets' contains {k}, out of range: every offset must be in {valid}"
     return None
 
 
@@ -89,6 +107,26 @@ CHAPTERS: dict[str, dict[str, Param]] = {
     "02_absolute_pinning": {
         **SINGLE_HEAD,
         "ablation_table_init_std": Param(float, "APE table init std of the ablation", 1e-4, 10.0),
+    },
+    "03_carrier": {
+        **{name: SINGLE_HEAD[name] for name in ("seeds", "dim", "vocab", "train_length", "steps", "batch", "lr")},
+        "offsets": Param(list, "target offsets k, one set of seeds each (1 <= k < train_length)", 1, 1023, item=int),
+        "rope_base": Param(float, "RoPE base b of the frequencies b^(-2m/d)", 2.0, 1e9),
+        "min_turn": Param(float, "radians a plane must turn across the training range to count as identifiable", 0.0, 1e3),
+        "null_draws": Param(int, "random-phase kernels drawn for the null distribution", 100, 1_000_000),
+        "energy": Param(float, "share of squared singular values that defines the effective rank", 0.5, 0.999999),
+        "workers": Param(int, "worker processes (one torch thread each); results do not depend on it", 1, 256),
+    },
+    "04_dilution_law": {
+        **{name: SINGLE_HEAD[name] for name in ("seeds", "dim", "vocab", "train_length", "steps", "batch", "lr")},
+        "offsets": Param(list, "target offsets k, one set of seeds each (1 <= k < train_length)", 1, 1023, item=int),
+        "length_factor": Param(int, "longest evaluated length, in multiples of T", 1, 65_536),
+        "eval_batch": Param(int, "sampled sequences per length for the observed accuracy", 1, 65_536),
+        "mc_samples": Param(int, "Monte Carlo token draws per length for the predicted accuracy", 1, 10_000_000),
+        "exact_offsets": Param(int, "nearest offsets the Monte Carlo draws token by token", 1, 1_000_000),
+        "turns": Param(float, "full turns over the far offsets after which a plane counts as equidistributed", 0.0, 1e6),
+        "non_saturated": Param(float, "points with observed or predicted accuracy below this are scored", 0.5, 1.0),
+        "workers": Param(int, "worker processes (one torch thread each); results do not depend on it", 1, 256),
     },
     "05_linear_control": {
         "seeds": SINGLE_HEAD["seeds"],

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
 import pandas as pd
 from scipy.stats import binomtest
 
@@ -21,3 +25,21 @@ def consistent_with(p: float, accuracy: float, trials: int, confidence: float = 
 def seed_summary(df: pd.DataFrame, value: str, by: list[str]) -> pd.DataFrame:
     """Mean, standard deviation, min and max of ``value`` over seeds, grouped by ``by``."""
     return df.groupby(by)[value].agg(["mean", "std", "min", "max", "count"]).reset_index()
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How well a prediction matches observations: ``R^2`` and the largest absolute error."""
+
+    r2: float
+    max_abs: float
+    n: int
+
+
+def agreement(observed: Sequence[float], predicted: Sequence[float]) -> Agreement:
+    """``R^2 = 1 - SS_res / SS_tot`` of ``predicted`` against ``observed``, and ``max |observed - predicted|``."""
+    obs, pred = np.asarray(observed, dtype=float), np.asarray(predicted, dtype=float)
+    residual = obs - pred
+    total = ((obs - obs.mean()) ** 2).sum()
+    r2 = float(1 - (residual**2).sum() / total) if total > 0 else float("nan")
+    return Agreement(r2, float(np.abs(residual).max()) if len(obs) else float("nan"), len(obs))

@@ -18,6 +18,11 @@ def run_configs(params: dict[str, Any], kind: str, **overrides: Any) -> list[Run
     return [RunConfig(kind=kind, seed=seed, **shared) for seed in range(params["seeds"])]
 
 
+def offset_grid_configs(params: dict[str, Any], kind: str, **overrides: Any) -> list[RunConfig]:
+    """One :class:`RunConfig` per (offset, seed) over ``params["offsets"]`` x ``0 .. seeds-1``."""
+    return [cfg for k in params["offsets"] for cfg in run_configs({**params, "offset": k}, kind, **overrides)]
+
+
 def doubling_lengths(train_length: int, length_factor: int) -> list[int]:
     """``T, 2T, 4T, ...`` up to and including ``length_factor * T``."""
     lengths, factor = [], 1

@@ -1,0 +1,229 @@
+"""Chapter 3's measurements: the learned rotary rule, read plane by plane.
+
+A rotary head's offset kernel is a sum of one cosine per rotary plane ``m``:
+
+    f(D) = <q, R_{-D} k> / sqrt(d) = sum_m a_m cos(theta_m D + phi_m),
+
+with amplitude ``a_m = |q_m| |k_m| / sqrt(d)`` and phase ``phi_m = arg q_m - arg k_m``
+(``q_m``, ``k_m``: the plane's two coordinates read as a complex number). The
+*carrier* for target offset ``k`` is the same sum with every plane in phase at
+``D = k``: ``sum_m a_m cos(theta_m (D - k))``, i.e. ``phi_m = -theta_m k``.
+
+Which phases can training see at all? Over the training offsets ``D < T`` a
+plane turns by ``theta_m T`` radians. A slow plane (``theta_m T << 1``) is
+``a_m cos(phi_m) - a_m sin(phi_m) theta_m D + O((theta_m T)^2)`` there: a
+constant, which softmax ignores, plus a ramp. Its phase is only visible through
+the ramp, so it is compared with the *matched filter*, the phase of the training
+signal projected onto the plane (:func:`matched_filter_phases`), not with the
+carrier.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .encodings import plane_index
+from .heads import RopeHead
+from .parallel import map_runs
+from .seeding import derive_seed
+from .studies import offset_grid_configs
+from .training import RunConfig, TrainedRun, train
+
+
+@dataclass(frozen=True)
+class Planes:
+    """A rotary head's kernel in plane coordinates: ``f(D) = sum_m amplitude_m cos(freq_m D + phase_m)``."""
+
+    freqs: np.ndarray
+    amplitude: np.ndarray
+    phase: np.ndarray
+
+    def profile(self, offsets: np.ndarray) -> np.ndarray:
+        """``f`` at the given offsets (float64)."""
+        return plane_sum(self.amplitude, self.phase, self.freqs, offsets)
+
+
+def plane_sum(amplitude: np.ndarray, phase: np.ndarray, freqs: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """``sum_m amplitude_m cos(freqs_m D + phase_m)`` for every ``D`` in ``offsets``."""
+    offsets = np.asarray(offsets, dtype=np.float64)
+    return (amplitude[:, None] * np.cos(freqs[:, None] * offsets[None, :] + phase[:, None])).sum(0)
+
+
+def planes_of(head: RopeHead) -> Planes:
+    """Amplitude and phase of every rotary plane of a trained head (float64)."""
+    first, second = plane_index(head.dim, head.convention)
+    q, k = head.q.detach().double(), head.k.detach().double()
+    zq, zk = torch.complex(q[first], q[second]), torch.complex(k[first], k[second])
+    amplitude = (zq.abs() * zk.abs() / math.sqrt(head.dim)).numpy()
+    phase = (torch.angle(zq) - torch.angle(zk)).numpy()
+    return Planes(head.freqs.double().numpy(), amplitude, wrap(phase))
+
+
+def wrap(angle: np.ndarray) -> np.ndarray:
+    """Angles wrapped to ``(-pi, pi]``."""
+    return np.angle(np.exp(1j * np.asarray(angle)))
+
+
+def carrier_phases(freqs: np.ndarray, offset: int) -> np.ndarray:
+    """The carrier's phases ``-theta_m k``: every plane's cosine peaks at ``D = k``."""
+    return wrap(-freqs * offset)
+
+
+def training_contrast(offset: int, train_length: int) -> np.ndarray:
+    """Gradient signal on ``f(D)`` at uniform attention, summed over training queries.
+
+    For every query ``t`` in ``[k, T)`` the cross-entropy gradient pushes ``f(k)`` up by
+    one and every visible offset ``D <= t`` down by its attention ``1/(t+1)``.
+    """
+    contrast = np.zeros(train_length)
+    for t in range(offset, train_length):
+        contrast[offset] += 1.0
+        contrast[: t + 1] -= 1.0 / (t + 1)
+    return contrast
+
+
+def matched_filter_phases(freqs: np.ndarray, offset: int, train_length: int) -> np.ndarray:
+    """Phase of the training contrast projected onto each plane: ``arg sum_D c(D) e^{-i theta_m D}``.
+
+    Gradient descent on a plane's complex coefficient ``a e^{i phi}`` moves it along this
+    projection, so it is the phase a plane acquires early in training. For fast planes the
+    uniform part averages out and it equals the carrier phase ``-theta_m k``; for slow planes
+    it is the carrier phase turned by about +-pi/2: a ramp across the training range.
+    """
+    offsets = np.arange(train_length)
+    contrast = training_contrast(offset, train_length)
+    projection = (contrast[None, :] * np.exp(-1j * freqs[:, None] * offsets[None, :])).sum(1)
+    return np.angle(projection)
+
+
+def coherence(weights: np.ndarray, errors: np.ndarray) -> float:
+    """Weighted resultant length ``|sum w e^{i err}| / sum w``: 1 when every error is zero, ~0 when random."""
+    return float(np.abs((weights * np.exp(1j * errors)).sum()) / weights.sum())
+
+
+def weighted_circular_error(weights: np.ndarray, errors: np.ndarray) -> float:
+    """Weighted mean absolute phase error (radians), errors wrapped to ``(-pi, pi]``."""
+    return float((weights * np.abs(wrap(errors))).sum() / weights.sum())
+
+
+def null_coherence(weights: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """Coherence of ``draws`` random-phase kernels with the same amplitudes: the null distribution."""
+    phases = rng.uniform(-np.pi, np.pi, size=(draws, len(weights)))
+    return np.abs((weights[None, :] * np.exp(1j * phases)).sum(1)) / weights.sum()
+
+
+def explained_variance(f: np.ndarray, model: np.ndarray) -> float:
+    """Share of the variance of ``f`` explained by ``model`` up to an additive constant (softmax ignores it)."""
+    residual = (f - model) - (f - model).mean()
+    centred = f - f.mean()
+    return float(1.0 - residual @ residual / (centred @ centred))
+
+
+def offset_logit_matrix(planes: Planes, length: int, phases: np.ndarray | None = None) -> np.ndarray:
+    """The full ``length x length`` logit matrix ``f(t - s)`` (both signs of offset), optionally with other phases."""
+    phase = planes.phase if phases is None else phases
+    grid = np.arange(length)
+    offsets = (grid[:, None] - grid[None, :]).ravel()
+    return plane_sum(planes.amplitude, phase, planes.freqs, offsets).reshape(length, length)
+
+
+def position_features(freqs: np.ndarray, length: int) -> np.ndarray:
+    """RoPE features ``[cos(theta_m t), sin(theta_m t)]`` of positions ``t < length``: every logit matrix's column space."""
+    angles = np.arange(length)[:, None] * freqs[None, :]
+    return np.concatenate([np.cos(angles), np.sin(angles)], axis=1)
+
+
+def singular_values(matrix: np.ndarray) -> np.ndarray:
+    """Singular values normalized by the largest."""
+    s = np.linalg.svd(matrix, compute_uv=False)
+    return s / s[0]
+
+
+def rank_for_energy(normalized_sv: np.ndarray, energy: float) -> int:
+    """Fewest singular values holding ``energy`` of the squared Frobenius norm."""
+    cumulative = np.cumsum(normalized_sv**2) / np.sum(normalized_sv**2)
+    return int(np.searchsorted(cumulative, energy) + 1)
+
+
+@dataclass
+class CarrierStudy:
+    """Chapter 3's tables: one row per run, per (run, plane) and per (run, singular value)."""
+
+    configs: list[RunConfig]
+    per_run: pd.DataFrame
+    per_plane: pd.DataFrame
+    spectra: pd.DataFrame
+    profiles: pd.DataFrame  # offset, seed, offset_k, learned, carrier
+
+
+def measure_run(run: TrainedRun, params: dict, rng: np.random.Generator) -> tuple[dict, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Every carrier measurement of one trained head."""
+    T, k = run.config.train_length, run.config.offset
+    planes = planes_of(run.head)
+    freqs, amp = planes.freqs, planes.amplitude
+    offsets = np.arange(T)
+    learned = planes.profile(offsets)
+    carrier = plane_sum(amp, carrier_phases(freqs, k), freqs, offsets)
+    identifiable = freqs * T > params["min_turn"]
+    err_carrier = wrap(planes.phase - carrier_phases(freqs, k))
+    err_filter = wrap(planes.phase - matched_filter_phases(freqs, k, T))
+    w = amp[identifiable]
+    observed = coherence(w, err_carrier[identifiable])
+    null = null_coherence(w, params["null_draws"], rng)
+    null_phases = rng.uniform(-np.pi, np.pi, size=(params["null_draws"] // 100 or 1, len(freqs)))
+    null_r2 = [explained_variance(plane_sum(amp, ph, freqs, offsets), carrier) for ph in null_phases]
+    slow = ~identifiable
+    learned_sv = singular_values(offset_logit_matrix(planes, T))
+    null_sv = np.mean([singular_values(offset_logit_matrix(planes, T, ph)) for ph in null_phases], axis=0)
+    encoding_sv = singular_values(position_features(freqs, T))
+    energy = params["energy"]
+    seed = run.config.seed
+    row = dict(
+        offset=k,
+        seed=seed,
+        argmax_offset=int(learned.argmax()),
+        n_identifiable=int(identifiable.sum()),
+        coherence=observed,
+        null_mean=float(null.mean()),
+        null_q999=float(np.quantile(null, 0.999)),
+        p_value=float((1 + (null >= observed).sum()) / (1 + len(null))),
+        circular_error=weighted_circular_error(w, err_carrier[identifiable]),
+        slow_error_carrier=weighted_circular_error(amp[slow], err_carrier[slow]) if slow.any() else np.nan,
+        slow_error_filter=weighted_circular_error(amp[slow], err_filter[slow]) if slow.any() else np.nan,
+        r2_carrier=explained_variance(learned, carrier),
+        r2_null_mean=float(np.mean(null_r2)),
+        rank_learned=rank_for_energy(learned_sv, energy),
+        rank_null=float(np.mean([rank_for_energy(singular_values(offset_logit_matrix(planes, T, ph)), energy)
+                                 for ph in null_phases])),
+        rank_encoding=rank_for_energy(encoding_sv, energy),
+    )
+    per_plane = pd.DataFrame(dict(offset=k, seed=seed, plane=np.arange(len(freqs)), freq=freqs, turn=freqs * T,
+                                  amplitude=amp, identifiable=identifiable, error_carrier=err_carrier,
+                                  error_filter=err_filter))
+    spectra = pd.concat([pd.DataFrame(dict(offset=k, seed=seed, kind=kind, index=np.arange(1, len(sv) + 1), value=sv))
+                         for kind, sv in (("learned", learned_sv), ("random phases", null_sv), ("RoPE features", encoding_sv))])
+    profiles = pd.DataFrame(dict(offset_k=k, seed=seed, offset=offsets, learned=learned - learned.mean(),
+                                 carrier=carrier - carrier.mean()))
+    return row, per_plane, spectra, profiles
+
+
+def train_and_measure(job: tuple[RunConfig, dict]) -> tuple[dict, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """One worker's job: train a head and measure its carrier (null draws seeded by the run)."""
+    cfg, params = job
+    rng = np.random.default_rng(derive_seed(cfg.seed, f"carrier-null-{cfg.offset}"))
+    return measure_run(train(cfg), params, rng)
+
+
+def carrier_study(params: dict, progress: bool = True) -> CarrierStudy:
+    """Train RoPE heads over seeds x offsets and measure each one's carrier, in ``params["workers"]`` processes."""
+    configs = offset_grid_configs(params, "rope", rope_base=params["rope_base"])
+    measured = map_runs(train_and_measure, [(cfg, params) for cfg in configs], workers=params["workers"],
+                        progress=progress, desc="train + measure")
+    rows, planes, spectra, profiles = zip(*measured, strict=True)
+    return CarrierStudy(configs, pd.DataFrame(list(rows)), pd.concat(planes, ignore_index=True),
+                        pd.concat(spectra, ignore_index=True), pd.concat(profiles, ignore_index=True))

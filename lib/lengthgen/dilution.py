@@ -1,0 +1,266 @@
+"""Chapter 4's measurements: accuracy decays because the target's softmax mass is diluted.
+
+With exact equivariance one row of logits, ``f(D)`` for ``D = 0 .. L-1``, fixes the
+attention of every query (a query at ``t`` sees offsets ``0 .. t``). The last query
+of a length-``L`` sequence puts mass
+
+    p(L) = e^{f(k)} / (Z_T + M(L)),   Z_T = sum_{D<T} e^{f(D)},   M(L) = sum_{T<=D<L} e^{f(D)}
+
+on the target. Three predictions of ``p(L)`` from the kernel, coarsest first:
+
+* **hyperbolic law**: ``M(L) ~ (L - T) m``, ``m`` the mean of ``e^f`` over far offsets,
+  so ``p(L) = p(T) / (1 + (L - T) m / Z_T)``;
+* **two-scale law**: planes that turn at least ``turns`` full circles over ``[T, L)``
+  have equidistributed phases there, and their factor of ``e^f`` averages to
+  ``prod_m I_0(a_m)`` (Weyl; ``I_0`` the modified Bessel function); the slower planes
+  are kept exactly. This is the hyperbolic law with a slowly varying rate;
+* **exact**: ``p(L)`` from the row itself.
+
+Accuracy follows from ``p(L)``, the other offsets' weights and the readout matrix ``W``:
+a Monte Carlo over token draws (:func:`monte_carlo_accuracy`) and a Gaussian closed
+form (:func:`snr_accuracy`). Neither looks at the observed accuracies, which are
+measured on sampled sequences by :func:`observed_last_accuracy`.
+"""
+
+from __future__ import annotations
+
+import resource
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy.special import i0
+from scipy.stats import norm
+
+from .carrier import Planes, plane_sum, planes_of
+from .equivariance import offset_profile
+from .heads import RopeHead
+from .parallel import map_runs
+from .seeding import generator
+from .studies import doubling_lengths, offset_grid_configs
+from .training import RunConfig, TrainedRun, train
+
+
+# -- Toeplitz evaluation -----------------------------------------------------------------
+def toeplitz_attention(row: torch.Tensor, length: int, query_pos: torch.Tensor) -> torch.Tensor:
+    """Causal attention ``(n_queries, length)`` built from one logit row ``row[D] = f(D)``.
+
+    Query ``t`` gives key ``s <= t`` the logit ``f(t - s)``; no ``d``-dimensional vector is
+    formed, so the cost is ``O(n_queries * length)`` whatever the head dimension.
+    """
+    keys = torch.arange(length)
+    offsets = query_pos[:, None] - keys[None, :]
+    logits = row[offsets.clamp(min=0)].masked_fill(offsets < 0, float("-inf"))
+    return torch.softmax(logits, dim=-1)
+
+
+def mass_per_token(attention: torch.Tensor, tokens: torch.Tensor, vocab: int) -> torch.Tensor:
+    """Attention mass per vocabulary entry ``(batch, vocab)`` for one attention row over ``tokens`` ``(batch, L)``."""
+    mass = torch.zeros(tokens.shape[0], vocab, dtype=attention.dtype)
+    return mass.scatter_add_(1, tokens, attention[None].expand(tokens.shape[0], -1))
+
+
+@torch.no_grad()
+def observed_last_accuracy(
+    row: torch.Tensor,
+    readout: torch.Tensor,
+    offset: int,
+    length: int,
+    batch: int,
+    gen: torch.Generator,
+    chunk_tokens: int = 1 << 22,
+) -> float:
+    """Accuracy of the last query over ``batch`` sampled sequences of length ``length``.
+
+    Exactly the head's computation (attention from the Toeplitz row, mass per token,
+    readout), in chunks of at most ``chunk_tokens`` sampled tokens, so memory stays
+    bounded at any length.
+    """
+    vocab = readout.shape[0]
+    keys_attention = torch.softmax(row[:length], dim=0).flip(0)  # key s = length-1-D
+    per_chunk = max(1, chunk_tokens // length)
+    correct = 0
+    for start in range(0, batch, per_chunk):
+        n = min(per_chunk, batch - start)
+        tokens = torch.randint(0, vocab, (n, length), generator=gen)
+        logits = mass_per_token(keys_attention, tokens, vocab) @ readout
+        correct += int((logits.argmax(1) == tokens[:, length - 1 - offset]).sum())
+    return correct / batch
+
+
+# -- target-mass laws ----------------------------------------------------------------------
+def target_mass(row: torch.Tensor, offset: int, lengths: list[int]) -> np.ndarray:
+    """Exact ``p(L)`` of the last query for each length."""
+    w = torch.exp(row - row.max()).numpy()
+    cumulative = np.cumsum(w)
+    return np.array([w[offset] / cumulative[n - 1] for n in lengths])
+
+
+def hyperbolic_mass_law(row: torch.Tensor, offset: int, train_length: int, lengths: list[int]) -> np.ndarray:
+    """``p(T) / (1 + (L - T) m / Z_T)`` with one far-offset mean ``m`` over ``[T, len(row))``."""
+    w = torch.exp(row - row.max()).numpy()
+    z_t = w[:train_length].sum()
+    m = w[train_length:].mean()
+    p_t = w[offset] / z_t
+    return np.array([p_t / (1 + (n - train_length) * m / z_t) for n in lengths])
+
+
+def two_scale_mass_law(planes: Planes, offset: int, train_length: int, lengths: list[int], turns: float) -> np.ndarray:
+    """``p(L)`` with the far mass of the fast planes replaced by its equidistributed mean ``prod I_0(a_m)``.
+
+    At each length a plane is *fast* when it turns at least ``turns`` full circles over the
+    far offsets ``[T, L)``; only the slow planes' sum is evaluated offset by offset.
+    """
+    near = planes.profile(np.arange(train_length))
+    shift = near.max()
+    z_t = np.exp(near - shift).sum()
+    target = np.exp(near[offset] - shift)
+    out = []
+    for n in lengths:
+        far = np.arange(train_length, n)
+        fast = planes.freqs * max(n - train_length, 0) >= 2 * np.pi * turns
+        slow_sum = plane_sum(planes.amplitude[~fast], planes.phase[~fast], planes.freqs[~fast], far)
+        far_mass = np.exp(slow_sum - shift).sum() * np.prod(i0(planes.amplitude[fast]))
+        out.append(target / (z_t + far_mass))
+    return np.array(out)
+
+
+# -- accuracy predictions --------------------------------------------------------------------
+def multinomial_counts(draws: int, vocab: int, samples: int, gen: torch.Generator) -> torch.Tensor:
+    """``(samples, vocab)`` counts of ``draws`` uniform tokens, by sequential conditional binomials."""
+    counts = torch.zeros(samples, vocab, dtype=torch.float64)
+    remaining = torch.full((samples,), float(draws), dtype=torch.float64)
+    for v in range(vocab - 1):
+        counts[:, v] = torch.binomial(remaining, torch.full_like(remaining, 1.0 / (vocab - v)), generator=gen)
+        remaining -= counts[:, v]
+    counts[:, -1] = remaining
+    return counts
+
+
+@torch.no_grad()
+def monte_carlo_accuracy(
+    row: torch.Tensor,
+    readout: torch.Tensor,
+    offset: int,
+    length: int,
+    samples: int,
+    gen: torch.Generator,
+    exact_offsets: int,
+) -> float:
+    """Accuracy predicted from the logit row and the readout alone, with a two-number far tail.
+
+    The target and the ``exact_offsets`` heaviest distractor weights are drawn token by
+    token. The remaining light weights enter only through their total ``s1`` and sum of
+    squares ``s2``: they are replaced by ``n = s1^2 / s2`` (their effective number)
+    equal-weight distractors of weight ``s1 / n`` on uniform tokens, matching both moments.
+    """
+    vocab = readout.shape[0]
+    weights = torch.softmax(row[:length], dim=0)
+    others = torch.cat([weights[:offset], weights[offset + 1 :]]).sort(descending=True).values
+    n_exact = min(len(others), exact_offsets)
+    near = torch.cat([weights[offset : offset + 1], others[:n_exact]])
+    far = others[n_exact:]
+    tokens = torch.randint(0, vocab, (samples, n_exact + 1), generator=gen)
+    mass = mass_per_token(near, tokens, vocab)
+    if len(far):
+        s1, s2 = float(far.sum()), float((far**2).sum())
+        draws = max(1, round(s1 * s1 / s2))
+        mass += multinomial_counts(draws, vocab, samples, gen) * (s1 / draws)
+    logits = mass @ readout.to(mass.dtype)
+    return float((logits.argmax(1) == tokens[:, 0]).to(torch.float64).mean())
+
+
+def snr_accuracy(row: torch.Tensor, readout: torch.Tensor, offset: int, length: int) -> float:
+    """Closed form: every margin ``z_y - z_u`` Gaussian and the margins treated as independent.
+
+    ``mean = p (W_yy - W_yu) + (1 - p)(wbar_y - wbar_u)`` (``wbar``: column means of ``W``, since a
+    distractor's token is uniform), ``var = S2 * var_v(W_vy - W_vu)`` with ``S2`` the sum of the
+    squared distractor weights; accuracy ``= mean_y prod_{u != y} Phi(mean / sd)``.
+    """
+    W = readout.double().numpy()
+    weights = torch.softmax(row[:length], dim=0).numpy()
+    p = weights[offset]
+    s2 = (weights**2).sum() - p**2
+    col_mean = W.mean(0)
+    cov = np.cov(W, rowvar=False, bias=True)  # covariance of columns over the distractor token v
+    var_diff = np.diag(cov)[:, None] + np.diag(cov)[None, :] - 2 * cov  # var_v(W_vy - W_vu)
+    mean = p * (np.diag(W)[:, None] - W) + (1 - p) * (col_mean[:, None] - col_mean[None, :])
+    sd = np.sqrt(s2 * np.clip(var_diff, 0, None)) + 1e-300
+    log_phi = norm.logcdf(mean / sd)
+    np.fill_diagonal(log_phi, 0.0)
+    return float(np.exp(log_phi.sum(1)).mean())
+
+
+# -- the study ----------------------------------------------------------------------------------
+def peak_memory_mb() -> float:
+    """Peak resident memory of this process so far, in MB (Linux ``ru_maxrss`` is in kB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@dataclass
+class DilutionStudy:
+    """Chapter 4's tables: one row per (run, length), one per run."""
+
+    configs: list[RunConfig]
+    curves: pd.DataFrame  # offset, seed, length, observed, monte_carlo, closed_form, mass, mass_hyperbolic, mass_two_scale
+    per_run: pd.DataFrame  # offset, seed, readout_gain, diag_margin, rate (m / Z_T), mass_at_T
+    kernels: pd.DataFrame  # offset, seed, delta, logit: f on [0, 4T)
+
+
+def measure_run(run: TrainedRun, params: dict, lengths: list[int]) -> tuple[pd.DataFrame, dict]:
+    """Observed and predicted accuracy and target mass of one trained head at every length."""
+    cfg, head = run.config, run.head
+    T, k = cfg.train_length, cfg.offset
+    assert isinstance(head, RopeHead)
+    row = offset_profile(head, lengths[-1])
+    readout = head.readout_matrix().detach().double()
+    planes = planes_of(head)
+    rows = []
+    for n in lengths:
+        rows.append(dict(
+            length=n,
+            observed=observed_last_accuracy(row, readout, k, n, params["eval_batch"], generator(cfg.seed, f"dilution-eval-{n}")),
+            monte_carlo=monte_carlo_accuracy(row, readout, k, n, params["mc_samples"], generator(cfg.seed, f"dilution-mc-{n}"),
+                                             exact_offsets=params["exact_offsets"]),
+            closed_form=snr_accuracy(row, readout, k, n),
+        ))
+    curves = pd.DataFrame(rows).assign(
+        offset=k, seed=cfg.seed,
+        mass=target_mass(row, k, lengths),
+        mass_hyperbolic=hyperbolic_mass_law(row, k, T, lengths),
+        mass_two_scale=two_scale_mass_law(planes, k, T, lengths, params["turns"]),
+    )
+    initial = (run.initial_state["value"] @ run.initial_state["readout"]).double()
+    w = torch.exp(row - row.max())
+    summary = dict(offset=k, seed=cfg.seed,
+                   readout_gain=float(torch.linalg.matrix_norm(readout) / torch.linalg.matrix_norm(initial)),
+                   diag_margin=float(readout.diag().mean() - readout.mean()),
+                   rate=float(w[T:].mean() / w[:T].sum()),
+                   mass_at_T=float(w[k] / w[:T].sum()),
+                   peak_rss_mb=peak_memory_mb())
+    return curves, summary
+
+
+def train_and_measure(job: tuple[RunConfig, dict, list[int]]) -> tuple[pd.DataFrame, dict, np.ndarray]:
+    """One worker's job: train a head, measure it, and return its tables and its kernel on ``[0, 4T)``."""
+    cfg, params, lengths = job
+    run = train(cfg)
+    curves, summary = measure_run(run, params, lengths)
+    profile = offset_profile(run.head, 4 * cfg.train_length).numpy()
+    return curves, summary, profile
+
+
+def dilution_study(params: dict, progress: bool = True) -> DilutionStudy:
+    """Train RoPE heads over seeds x offsets and measure and predict accuracy out to ``length_factor * T``.
+
+    Runs go to ``params["workers"]`` processes (one torch thread each); results do not depend on it.
+    """
+    lengths = doubling_lengths(params["train_length"], params["length_factor"])
+    configs = offset_grid_configs(params, "rope")
+    jobs = [(cfg, params, lengths) for cfg in configs]
+    measured = map_runs(train_and_measure, jobs, workers=params["workers"], progress=progress, desc="train + sweep")
+    curves, summaries, profiles = zip(*measured, strict=True)
+    kernels = pd.concat([pd.DataFrame(dict(offset=cfg.offset, seed=cfg.seed, delta=np.arange(len(prof)), logit=prof))
+                         for cfg, prof in zip(configs, profiles, strict=True)], ignore_index=True)
+    return DilutionStudy(configs, pd.concat(curves, ignore_index=True), pd.DataFrame(list(summaries)), kernels)

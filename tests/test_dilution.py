@@ -1,0 +1,122 @@
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from lengthgen.carrier import planes_of
+from lengthgen.dilution import (
+    hyperbolic_mass_law,
+    mass_per_token,
+    monte_carlo_accuracy,
+    multinomial_counts,
+    observed_last_accuracy,
+    snr_accuracy,
+    target_mass,
+    toeplitz_attention,
+    two_scale_mass_law,
+)
+from lengthgen.equivariance import offset_attention, offset_profile
+from lengthgen.seeding import generator
+from lengthgen.training import RunConfig, build_head
+
+
+def sharp_head(dim=16, vocab=8):
+    return build_head(RunConfig(kind="rope", dim=dim, vocab=vocab, qk_init_std=1.5))
+
+
+def test_toeplitz_attention_equals_direct_attention_for_every_query():
+    head = sharp_head()
+    length = 150
+    row = offset_profile(head, length)
+    queries = torch.arange(length)
+    direct = head.double().attention(length, queries)
+    assert torch.allclose(toeplitz_attention(row, length, queries), direct, atol=1e-12)
+
+
+def test_observed_last_accuracy_equals_the_heads_forward_pass():
+    head = sharp_head()
+    length, batch, k = 300, 200, 3
+    row = offset_profile(head, length)
+    readout = head.readout_matrix().detach().double()
+    got = observed_last_accuracy(row, readout, k, length, batch, generator(0, "t"))
+    tokens = torch.randint(0, head.vocab, (batch, length), generator=generator(0, "t"))
+    with torch.no_grad():
+        pred = head.double().query_logits(tokens, torch.tensor([length - 1]))[:, 0].argmax(-1)
+    assert got == (pred == tokens[:, length - 1 - k]).double().mean().item()
+    # chunking does not change the draws' outcome distribution, only memory; a small chunk still works
+    assert 0 <= observed_last_accuracy(row, readout, k, length, batch, generator(0, "t"), chunk_tokens=1000) <= 1
+
+
+def test_target_mass_matches_attention_and_laws_limits():
+    head = sharp_head()
+    row = offset_profile(head, 4000)
+    lengths = [32, 100, 1000, 4000]
+    mass = target_mass(row, 3, lengths)
+    for n, p in zip(lengths, mass, strict=True):
+        assert p == pytest.approx(float(offset_attention(head, n)[3]), rel=1e-10)
+    # with every plane kept exact the two-scale law is the exact sum
+    exact = two_scale_mass_law(planes_of(head), 3, 32, lengths, turns=1e12)
+    assert np.allclose(exact, mass, rtol=1e-9)
+    # the hyperbolic law is exact when the far logits are constant
+    flat = row.clone()
+    flat[32:] = 0.3
+    assert np.allclose(hyperbolic_mass_law(flat, 3, 32, lengths), target_mass(flat, 3, lengths), rtol=1e-12)
+
+
+def test_two_scale_law_averages_fast_planes_with_bessel_factor():
+    # one fast plane with amplitude a: far mean of e^{a cos} -> I0(a)
+    from lengthgen.carrier import Planes
+
+    planes = Planes(np.array([1.0]), np.array([1.5]), np.array([0.2]))
+    row = torch.tensor(planes.profile(np.arange(200_000)))
+    law = two_scale_mass_law(planes, 0, 32, [200_000], turns=1.0)
+    assert law[0] == pytest.approx(target_mass(row, 0, [200_000])[0], rel=1e-3)
+
+
+def test_multinomial_counts():
+    counts = multinomial_counts(500, 7, 4000, generator(0, "m"))
+    assert torch.all(counts.sum(1) == 500)
+    assert torch.allclose(counts.mean(0), torch.full((7,), 500 / 7, dtype=torch.float64), rtol=0.02)
+
+
+def test_mass_per_token():
+    tokens = torch.tensor([[0, 1, 1], [2, 2, 2]])
+    mass = mass_per_token(torch.tensor([0.5, 0.3, 0.2]), tokens, 3)
+    assert torch.allclose(mass, torch.tensor([[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]))
+
+
+def test_predictions_in_the_extremes_and_in_the_middle():
+    vocab, k, length = 8, 2, 400
+    readout = torch.eye(vocab, dtype=torch.float64)
+    certain = torch.zeros(length, dtype=torch.float64)
+    certain[k] = 60.0
+    assert monte_carlo_accuracy(certain, readout, k, length, 2000, generator(0, "a"), 16) == 1.0
+    assert snr_accuracy(certain, readout, k, length) == pytest.approx(1.0)
+    # a partly diluted target: Monte Carlo (heavy weights exact, light tail by two moments) vs observed
+    middle = torch.zeros(length, dtype=torch.float64)
+    middle[k] = np.log(4.0)
+    middle[:40] += torch.linspace(1.0, 0.0, 40, dtype=torch.float64)
+    observed = observed_last_accuracy(middle, readout, k, length, 20_000, generator(1, "o"))
+    predicted = monte_carlo_accuracy(middle, readout, k, length, 20_000, generator(2, "p"), 32)
+    assert 0.2 < observed < 0.95
+    assert abs(observed - predicted) < 0.02  # ~4 standard errors of the difference
+    assert 0 < snr_accuracy(middle, readout, k, length) < 1
+
+
+def test_long_length_evaluation_is_memory_frugal():
+    """Observed accuracy at L = 131072 (the chapter's longest length) stays far below 2 GB."""
+    code = """
+import resource, torch
+from lengthgen.dilution import observed_last_accuracy
+from lengthgen.seeding import generator
+row = torch.zeros(131072, dtype=torch.float64)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+observed_last_accuracy(row, torch.eye(64, dtype=torch.float64), 5, 131072, 256, generator(0, "m"))
+print(before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    before_kb, peak_kb = map(int, out)
+    assert peak_kb < 2 * 1024 * 1024, f"peak RSS {peak_kb / 1024:.0f} MB"
+    assert peak_kb - before_kb < 512 * 1024, f"evaluation added {(peak_kb - before_kb) / 1024:.0f} MB"
