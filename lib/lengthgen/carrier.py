@@ -54,14 +54,19 @@ def plane_sum(amplitude: np.ndarray, phase: np.ndarray, freqs: np.ndarray, offse
     return (amplitude[:, None] * np.cos(freqs[:, None] * offsets[None, :] + phase[:, None])).sum(0)
 
 
-def planes_of(head: RopeHead) -> Planes:
-    """Amplitude and phase of every rotary plane of a trained head (float64)."""
-    first, second = plane_index(head.dim, head.convention)
-    q, k = head.q.detach().double(), head.k.detach().double()
+def planes_from_vectors(q: torch.Tensor, k: torch.Tensor, freqs: torch.Tensor, convention: str = "half") -> Planes:
+    """Planes of the kernel ``<q, R_{-D} k> / sqrt(d)`` of a query vector and a key vector (float64)."""
+    first, second = plane_index(q.shape[-1], convention)
+    q, k = q.detach().double(), k.detach().double()
     zq, zk = torch.complex(q[first], q[second]), torch.complex(k[first], k[second])
-    amplitude = (zq.abs() * zk.abs() / math.sqrt(head.dim)).numpy()
+    amplitude = (zq.abs() * zk.abs() / math.sqrt(q.shape[-1])).numpy()
     phase = (torch.angle(zq) - torch.angle(zk)).numpy()
-    return Planes(head.freqs.double().numpy(), amplitude, wrap(phase))
+    return Planes(freqs.double().numpy(), amplitude, wrap(phase))
+
+
+def planes_of(head: RopeHead) -> Planes:
+    """Amplitude and phase of every rotary plane of a trained single head (float64)."""
+    return planes_from_vectors(head.q, head.k, head.freqs, head.convention)
 
 
 def wrap(angle: np.ndarray) -> np.ndarray:

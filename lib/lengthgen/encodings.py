@@ -33,6 +33,18 @@ def full_band_frequencies(dim: int, base: float = 10_000.0, dtype: torch.dtype =
     return torch.pi * rope_frequencies(dim, base, dtype)
 
 
+def identifiable_base(dim: int, train_length: int, turns: float = 1.0) -> float:
+    """The largest base whose slowest plane still turns ``turns`` full circles within ``train_length``.
+
+    With ``theta_min = base ** (-(dim - 2) / dim)`` the condition is ``theta_min * T >= 2 pi turns``:
+    every plane then shows training every phase it will ever take, so no plane's phase is left
+    unconstrained by the training data.
+    """
+    if dim < 4 or dim % 2:
+        raise ValueError(f"dim must be even and >= 4, got {dim}")
+    return (train_length / (2 * torch.pi * turns)) ** (dim / (dim - 2))
+
+
 def plane_index(dim: int, convention: Convention) -> tuple[torch.Tensor, torch.Tensor]:
     """Indices of the first and second coordinate of every plane, for the given convention."""
     half = dim // 2
