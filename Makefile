@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: setup book test lint unit notebooks clean
+.PHONY: setup book test lint unit notebooks rerun sweep clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -32,6 +32,15 @@ notebooks: $(STAMP)
 	pytest --nbmake --nbmake-timeout=900 book/
 
 test: lint unit notebooks
+
+# Rerun one chapter with other parameters, e.g.
+#   make rerun NB=book/04_dilution_law.ipynb ARGS="-p seeds 10 -p offsets '[7]'"
+rerun: $(STAMP)
+	$(PY) -m lengthgen.rerun $(NB) $(ARGS)
+
+# Run (or resume) a parameter sweep, e.g. make sweep SPEC=data/sweeps/single_head/spec.yaml
+sweep: $(STAMP)
+	$(PY) -m lengthgen.sweep $(SPEC) $(ARGS)
 
 clean:
 	rm -rf _build

@@ -24,6 +24,8 @@ import yaml
 from .paths import REPO_ROOT
 
 FINGERPRINTED = ("lib/**/*.py", "requirements.txt", "pyproject.toml", "_config.yml", "Makefile")
+# Pages that summarize the other chapters' results records: re-executed on every build.
+ALWAYS_EXECUTED = ("book/08_claims_summary.ipynb",)
 
 
 def fingerprint(root: Path = REPO_ROOT) -> str:
@@ -50,6 +52,25 @@ def refresh(root: Path = REPO_ROOT, build: Path | None = None) -> bool:
     build.mkdir(parents=True, exist_ok=True)
     stamp.write_text(current)
     return True
+
+
+def forget_summaries(root: Path = REPO_ROOT, build: Path | None = None) -> None:
+    """Drop the cached execution of the summary pages and touch them, so every build re-executes them."""
+    import nbformat
+    from jupyter_cache import get_cache
+
+    cache_dir = (build or root / "_build") / ".jupyter_cache"
+    cache = get_cache(str(cache_dir)) if cache_dir.exists() else None
+    for rel in ALWAYS_EXECUTED:
+        path = root / rel
+        if not path.exists():
+            continue
+        if cache is not None:
+            try:
+                cache.remove_cache_record(cache.match_cache_notebook(nbformat.read(path, as_version=4)).pk)
+            except KeyError:
+                pass
+        path.touch()
 
 
 def toc_notebooks(root: Path = REPO_ROOT) -> list[Path]:
@@ -91,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     command = (argv or sys.argv[1:] or ["check"])[0]
     if command == "refresh":
         print("book cache: wiped (library or pins changed)" if refresh() else "book cache: fresh")
+        forget_summaries()
         return 0
     if command == "check":
         missing = unexecuted()

@@ -150,6 +150,12 @@ CHAPTERS: dict[str, dict[str, Param]] = {
         "copy_steps": Param(int, "Adam steps per copy run", 1, 100_000),
         "workers": Param(int, "worker processes (one torch thread each); results do not depend on it", 1, 256),
     },
+    "07_robustness": {
+        "sweep_name": Param(str, "folder under data/sweeps/ holding spec.yaml and results.csv"),
+    },
+    "08_claims_summary": {
+        "records_folder": Param(str, "folder of results records ('' = data/records or $LENGTHGEN_RECORDS)"),
+    },
     "05_linear_control": {
         "seeds": SINGLE_HEAD["seeds"],
         "dim": SINGLE_HEAD["dim"],

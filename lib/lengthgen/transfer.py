@@ -204,6 +204,11 @@ def transfer_jobs(params: dict) -> list[TransferJob]:
     return sorted(jobs, key=lambda job: -job.config.steps)
 
 
+HEAD_COLUMNS = ["label", "seed", "layer", "head", "mass_in_range", "kernel_argmax", "mean_kernel_argmax", "coherence",
+                "null_q999", "n_identifiable", "kernel_at_k", "far_max", "far_argmax", "first_hijack", "amplitude_sum",
+                "mean_kernel_at_k", "mass_by_length", "hijacked_by_length"]
+
+
 @dataclass
 class TransferStudy:
     accuracy: pd.DataFrame  # label, task, seed, length, metric, accuracy
@@ -218,6 +223,6 @@ def transfer_study(params: dict, progress: bool = True) -> TransferStudy:
     accuracy = pd.concat([r["sweep"] for r in results], ignore_index=True)
     scalar = ("label", "task", "seed", "final_loss", "shift_f64", "shift_f32", "ape_rows_untouched")
     runs = pd.DataFrame([{key: r.get(key, np.nan) for key in scalar} for r in results])
-    heads = pd.DataFrame([row for r in results for row in r.get("heads", [])])
+    heads = pd.DataFrame([row for r in results for row in r.get("heads", [])], columns=HEAD_COLUMNS)
     kernels = [r["kernels"] for r in results if "kernels" in r and len(r["kernels"])]
     return TransferStudy(accuracy, runs, heads, pd.concat(kernels, ignore_index=True) if kernels else pd.DataFrame())

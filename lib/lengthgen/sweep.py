@@ -1,0 +1,208 @@
+"""Parameter sweeps over chapters: ``python -m lengthgen.sweep SPEC.yaml [--scheduler ADDRESS]``.
+
+A spec (YAML, read with ``yaml.safe_load``) lists chapters, each with fixed parameters and a
+grid; every point of every grid is one run::
+
+    name: single_head
+    workers: 2                    # local worker processes
+    chapters:
+      01_equivariance:
+        fixed: {seeds: 10}
+        grid: {offset: [3, 5, 7, 9]}
+
+Each run executes the chapter through papermill with one torch thread per worker and stores
+its results record as ``runs/<key>.json`` next to the spec, written atomically. ``key``
+hashes chapter, full parameters and library version, so rerunning an interrupted sweep
+executes only the missing runs and loses nothing. The records aggregate into one tidy
+``results.csv`` (one row per run and claim).
+
+Backends: a local process pool (default), or a Dask distributed cluster with
+``--scheduler tcp://HOST:PORT`` (with dask-jobqueue the same command drives SLURM or PBS
+workers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import multiprocessing
+import os
+import sys
+import tempfile
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+from tqdm import tqdm
+
+from .params import ParameterError
+from .records import load_record, plain, write_json_atomically
+from .rerun import checked_parameters, execute, run_key
+
+SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One point of a sweep."""
+
+    chapter: str
+    overrides: dict[str, Any]
+    key: str
+
+    def record_path(self, folder: Path) -> Path:
+        return folder / "runs" / f"{self.key}.json"
+
+
+def load_spec(path: Path) -> dict:
+    spec = yaml.safe_load(Path(path).read_text())
+    if not isinstance(spec, dict) or not isinstance(spec.get("chapters"), dict):
+        raise ParameterError(f"{path}: a sweep spec needs a 'chapters' mapping")
+    return spec
+
+
+def expand(spec: dict) -> list[Run]:
+    """Every run of the spec, validated before anything executes."""
+    runs = []
+    for chapter, entry in spec["chapters"].items():
+        entry = entry or {}
+        fixed, grid = entry.get("fixed", {}) or {}, entry.get("grid", {}) or {}
+        names = sorted(grid)
+        for values in itertools.product(*(grid[name] for name in names)):
+            overrides = {**fixed, **dict(zip(names, values, strict=True))}
+            parameters = checked_parameters(chapter, overrides)
+            runs.append(Run(chapter, overrides, run_key(chapter, parameters)))
+    keys = [r.key for r in runs]
+    if len(set(keys)) != len(keys):
+        raise ParameterError("the spec lists the same run twice")
+    return runs
+
+
+def execute_run(run: Run, folder: str) -> tuple[str, str]:
+    """Execute one run with one thread and store its record; returns ``(key, status)``.
+
+    Runs in a worker process (local pool or Dask worker). A record is stored whenever the
+    chapter wrote one, also when its claims failed (status ``"claims failed"``).
+    """
+    os.environ.update(SINGLE_THREAD_ENV)
+    out = Path(folder)
+    with tempfile.TemporaryDirectory(prefix=f"sweep-{run.key}-") as tmp:
+        status = "ok"
+        try:
+            record_file = execute(run.chapter, run.overrides, Path(tmp))
+        except Exception as err:  # noqa: BLE001 - the chapter's error is reported, the sweep goes on
+            record_file = Path(tmp) / f"{run.chapter}.json"
+            status = "claims failed" if record_file.exists() else f"error: {getattr(err, 'ename', type(err).__name__)}"
+        if not record_file.exists():
+            return run.key, status
+        record = load_record(record_file)
+    record.update(key=run.key, overrides=plain(run.overrides), status=status)
+    write_json_atomically(run.record_path(out), record)
+    return run.key, status
+
+
+def results_table(folder: Path) -> pd.DataFrame:
+    """One row per (run, check) of every stored record, sorted; wall times are left out so rows are reproducible."""
+    rows = []
+    for path in sorted((folder / "runs").glob("*.json")):
+        record = load_record(path)
+        for check in record["checks"]:
+            row = dict(key=record["key"], chapter=record["chapter"], overrides=json.dumps(record["overrides"], sort_keys=True),
+                       library_version=record["library_version"], status=record["status"])
+            row.update({f"param_{k}": json.dumps(v) if isinstance(v, list) else v for k, v in record["overrides"].items()})
+            row.update(check)
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    if not len(table):
+        return table
+    params = sorted(c for c in table.columns if c.startswith("param_"))
+    first = ["key", "chapter", "status", "library_version", "overrides", *params]
+    last = ["name", "claim", "value", "comparison", "threshold", "passed"]
+    return table[first + last].sort_values(["chapter", "key", "name"]).reset_index(drop=True)
+
+
+def write_results(folder: Path) -> Path:
+    path = folder / "results.csv"
+    table = results_table(folder)
+    tmp = path.with_name(".results.csv.tmp")
+    table.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+    return path
+
+
+def _local(runs: list[Run], folder: Path, workers: int) -> Iterable[tuple[str, str]]:
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        futures = [pool.submit(execute_run, run, str(folder)) for run in runs]
+        for future in as_completed(futures):
+            yield future.result()
+
+
+def _dask(runs: list[Run], folder: Path, scheduler: str) -> Iterable[tuple[str, str]]:
+    from dask.distributed import Client
+    from dask.distributed import as_completed as dask_completed
+
+    with Client(scheduler) as client:
+        futures = client.map(execute_run, runs, folder=str(folder), pure=False)
+        for future in dask_completed(futures):
+            yield future.result()
+
+
+def run_sweep(spec_path: Path, scheduler: str | None = None, workers: int | None = None, max_runs: int | None = None,
+              progress: bool = True) -> dict[str, str]:
+    """Execute the missing runs of a spec (at most ``max_runs``), then rewrite ``results.csv``.
+
+    Returns ``{key: status}`` of the runs executed now.
+    """
+    spec_path = Path(spec_path)
+    folder = Path(spec_path.parent / spec_path.stem) if spec_path.name != "spec.yaml" else spec_path.parent
+    spec = load_spec(spec_path)
+    runs = expand(spec)
+    missing = [r for r in runs if not r.record_path(folder).exists()]
+    if max_runs is not None:
+        missing = missing[:max_runs]
+    (folder / "runs").mkdir(parents=True, exist_ok=True)
+    done: dict[str, str] = {}
+    if missing:
+        stream = (_dask(missing, folder, scheduler) if scheduler
+                  else _local(missing, folder, workers or int(spec.get("workers", 1))))
+        for key, status in tqdm(stream, total=len(missing), disable=not progress, desc=f"sweep {spec.get('name', '')}"):
+            done[key] = status
+    write_results(folder)
+    return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lengthgen.sweep", description=__doc__.split("\n\n")[0])
+    parser.add_argument("spec", type=Path)
+    parser.add_argument("--scheduler", help="address of a Dask scheduler, e.g. tcp://127.0.0.1:8786")
+    parser.add_argument("--workers", type=int, help="local worker processes (default: the spec's 'workers')")
+    parser.add_argument("--max-runs", type=int, help="execute at most this many missing runs, then stop")
+    parser.add_argument("--list", action="store_true", help="list the runs and whether each is done, execute nothing")
+    args = parser.parse_args(argv)
+    try:
+        runs = expand(load_spec(args.spec))
+    except ParameterError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.list:
+        folder = args.spec.parent if args.spec.name == "spec.yaml" else args.spec.parent / args.spec.stem
+        for run in runs:
+            state = "done" if run.record_path(folder).exists() else "missing"
+            print(f"{run.key}  {state:8} {run.chapter} {run.overrides}")
+        return 0
+    done = run_sweep(args.spec, args.scheduler, args.workers, args.max_runs, progress=True)
+    failed = {k: s for k, s in done.items() if s.startswith("error")}
+    print(f"executed {len(done)} run(s); {len(failed)} stopped with an error")
+    for key, status in failed.items():
+        print(f"  {key}: {status}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
