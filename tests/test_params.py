@@ -56,8 +56,10 @@ def test_user_names_ignores_ipython_and_modules():
 def test_unknown_chapter_and_describe():
     with pytest.raises(ParameterError, match="unknown chapter"):
         validate("99_nope", {})
-    for chapter in CHAPTERS:
-        assert "offset" in describe(chapter)
+    for chapter, spec in CHAPTERS.items():
+        text = describe(chapter)
+        assert all(name in text for name in spec)
+    assert "a string" in describe("07_robustness")
 
 
 CARRIER = dict(seeds=5, offsets=[3, 5, 9], dim=64, vocab=64, train_length=32, steps=1000, batch=64, lr=0.01,

@@ -36,6 +36,8 @@ class Param:
         hi = "inf" if self.high is None else repr(self.high)
         if self.kind is list:
             return f"a non-empty list of distinct {self.item.__name__} in [{lo}, {hi}]"
+        if self.kind is str:
+            return "a string"
         return f"{self.kind.__name__} in [{lo}, {hi}]"
 
     def check(self, name: str, value: Any) -> Any:

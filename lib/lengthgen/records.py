@@ -104,6 +104,7 @@ class ChapterRecord:
 
 def write_json_atomically(path: Path, payload: dict) -> None:
     """Write JSON to ``path`` so that readers never see a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(payload, indent=1, sort_keys=True))
     os.replace(tmp, path)
