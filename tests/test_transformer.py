@@ -110,8 +110,8 @@ def test_transfer_measurements_on_a_tiny_network():
     tokens, _ = task_batch("shift", 2, 20, 8, 2, generator(cfg.seed, "kernel-20"))
     logits = run.model.attention_logits(tokens)[1][:, 0]
     assert kernels[1, 0, 3] == pytest.approx(float(torch.diagonal(logits, -3, 1, 2).mean()), rel=1e-5)
-    target, hijacked = last_query_masses(run, 1, 0, kernels[1, 0], [12, 20], 2)
-    assert all(0 <= v <= 1 for v in target + hijacked)
+    [(target, hijacked)] = last_query_masses(run, [(1, 0, kernels[1, 0])], [12, 20], 2)
+    assert len(target) == 2 and all(0 <= v <= 1 for v in target + hijacked)
     out = run_job(TransferJob("RoPE", cfg, params))
     assert {"sweep", "shift_f64", "heads", "kernels"} <= set(out)
     assert len(out["heads"]) == 4  # retrieval_mass = 0 keeps every head

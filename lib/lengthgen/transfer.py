@@ -124,18 +124,21 @@ def analyse_rope_run(run: SequenceRun, params: dict, rng: np.random.Generator) -
 
 @torch.no_grad()
 def last_query_masses(
-    run: SequenceRun, layer: int, head: int, kernel: np.ndarray, lengths: list[int], batch: int
-) -> tuple[list[float], list[float]]:
-    """One head's last-query mass on the target, and on the offsets whose kernel beats the target's, per length."""
+    run: SequenceRun, heads: list[tuple[int, int, np.ndarray]], lengths: list[int], batch: int
+) -> list[tuple[list[float], list[float]]]:
+    """For each ``(layer, head, kernel)``: the last query's mass on the target, and on the offsets whose
+    kernel beats the target's, at every length (one forward pass per length serves every head)."""
     cfg = run.config
-    hijackers = torch.as_tensor(kernel > kernel[cfg.offset])
-    target, hijacked = [], []
+    out = [([], []) for _ in heads]
     for n in lengths:
         tokens, _ = task_batch(cfg.task, batch, n, cfg.model.vocab, cfg.offset, generator(cfg.seed, f"mass-{n}"))
-        attn = torch.softmax(run.model.attention_logits(tokens)[layer][:, head, -1], -1).mean(0).flip(0)  # by offset
-        target.append(float(attn[cfg.offset]))
-        hijacked.append(float(attn[hijackers[:n]].sum()))
-    return target, hijacked
+        logits = run.model.attention_logits(tokens)
+        for (layer, head, kernel), (target, hijacked) in zip(heads, out, strict=True):
+            attn = torch.softmax(logits[layer][:, head, -1], -1).mean(0).flip(0)  # index = offset
+            hijackers = torch.as_tensor(kernel[:n] > kernel[cfg.offset])
+            target.append(float(attn[cfg.offset]))
+            hijacked.append(float(attn[hijackers].sum()))
+    return out
 
 
 @dataclass
@@ -164,10 +167,12 @@ def run_job(job: TransferJob) -> dict:
     if cfg.model.encoding == "rope":
         rng = np.random.default_rng(derive_seed(cfg.seed, f"transfer-null-{job.label}"))
         heads, kernels = analyse_rope_run(run, params, rng)
-        for row in heads:
-            kernel = kernels[(kernels.layer == row["layer"]) & (kernels["head"] == row["head"])].kernel.to_numpy()
-            row["mass_by_length"], row["hijacked_by_length"] = last_query_masses(
-                run, row["layer"], row["head"], kernel, lengths, params["kernel_batch"])
+        chosen = [(row["layer"], row["head"],
+                   kernels[(kernels.layer == row["layer"]) & (kernels["head"] == row["head"])].kernel.to_numpy())
+                  for row in heads]
+        for row, (target, hijacked) in zip(heads, last_query_masses(run, chosen, lengths, params["kernel_batch"]),
+                                           strict=True):
+            row["mass_by_length"], row["hijacked_by_length"] = target, hijacked
         out["heads"] = [dict(row, label=job.label, seed=cfg.seed) for row in heads]
         out["kernels"] = kernels.assign(label=job.label, seed=cfg.seed)
     return out
