@@ -118,3 +118,17 @@ def test_transfer_measurements_on_a_tiny_network():
     sweep = length_sweep(run.model, cfg, [12, 24], 4)
     assert set(sweep.metric) == {"last", "in_range", "out_of_range"}
     assert np.isfinite(sweep.accuracy).all()
+
+
+def test_collapse_table_explains_collapses_by_hijacking_offsets():
+    import pandas as pd
+
+    from lengthgen.transfer import collapse_table
+
+    heads = pd.DataFrame(dict(label=["A", "A", "B", "C"], seed=[0, 0, 0, 0], first_hijack=[49, -1, 100, -1]))
+    rows = [("A", 32, 1.0), ("A", 64, 0.1), ("B", 32, 1.0), ("B", 64, 0.2), ("C", 32, 1.0), ("C", 64, 0.9)]
+    acc = pd.DataFrame([dict(task="shift", metric="last", label=lab, seed=0, length=n, accuracy=a) for lab, n, a in rows])
+    table = collapse_table(heads, acc).set_index("label")
+    assert table.loc["A", "first_hijack"] == 49 and table.loc["A", "collapse_length"] == 64 and table.loc["A", "explained"]
+    assert not table.loc["B", "explained"]  # collapsed at 64 with no hijacking offset below 64
+    assert np.isinf(table.loc["C", "first_hijack"]) and table.loc["C", "explained"]  # never collapsed

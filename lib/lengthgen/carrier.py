@@ -184,7 +184,8 @@ def measure_run(run: TrainedRun, params: dict, rng: np.random.Generator) -> tupl
     null_r2 = [explained_variance(plane_sum(amp, ph, freqs, offsets), carrier) for ph in null_phases]
     slow = ~identifiable
     learned_sv = singular_values(offset_logit_matrix(planes, T))
-    null_sv = np.mean([singular_values(offset_logit_matrix(planes, T, ph)) for ph in null_phases], axis=0)
+    null_spectra = [singular_values(offset_logit_matrix(planes, T, ph)) for ph in null_phases]
+    null_sv = np.mean(null_spectra, axis=0)
     encoding_sv = singular_values(position_features(freqs, T))
     energy = params["energy"]
     seed = run.config.seed
@@ -203,8 +204,7 @@ def measure_run(run: TrainedRun, params: dict, rng: np.random.Generator) -> tupl
         r2_carrier=explained_variance(learned, carrier),
         r2_null_mean=float(np.mean(null_r2)),
         rank_learned=rank_for_energy(learned_sv, energy),
-        rank_null=float(np.mean([rank_for_energy(singular_values(offset_logit_matrix(planes, T, ph)), energy)
-                                 for ph in null_phases])),
+        rank_null=float(np.mean([rank_for_energy(sv, energy) for sv in null_spectra])),
         rank_encoding=rank_for_energy(encoding_sv, energy),
     )
     per_plane = pd.DataFrame(dict(offset=k, seed=seed, plane=np.arange(len(freqs)), freq=freqs, turn=freqs * T,

@@ -231,3 +231,19 @@ def transfer_study(params: dict, progress: bool = True) -> TransferStudy:
     heads = pd.DataFrame([row for r in results for row in r.get("heads", [])], columns=HEAD_COLUMNS)
     kernels = [r["kernels"] for r in results if "kernels" in r and len(r["kernels"])]
     return TransferStudy(accuracy, runs, heads, pd.concat(kernels, ignore_index=True) if kernels else pd.DataFrame())
+
+
+def collapse_table(heads: pd.DataFrame, accuracy: pd.DataFrame, threshold: float = 0.5) -> pd.DataFrame:
+    """Per rotary network: its first hijacking offset (min over retrieval heads, ``inf`` if none), the first
+    length whose last-position accuracy falls below ``threshold`` (NaN if none), and whether the collapse
+    is explained, i.e. happens only at a length that already contains a hijacking offset."""
+    last = accuracy[(accuracy.task == "shift") & (accuracy.metric == "last")]
+    rows = []
+    for (label, seed), group in heads.groupby(["label", "seed"]):
+        curve = last[(last.label == label) & (last.seed == seed)].set_index("length").accuracy
+        failed = curve[curve < threshold]
+        first_fail = float(failed.index.min()) if len(failed) else float("nan")
+        hijack = float(group.first_hijack.where(group.first_hijack >= 0, np.inf).min())
+        rows.append(dict(label=label, seed=seed, first_hijack=hijack, collapse_length=first_fail,
+                         explained=bool(np.isnan(first_fail) or hijack < first_fail)))
+    return pd.DataFrame(rows, columns=["label", "seed", "first_hijack", "collapse_length", "explained"])
