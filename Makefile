@@ -17,9 +17,9 @@ $(STAMP): requirements.txt pyproject.toml
 setup: $(STAMP)
 
 book: $(STAMP)
-	$(PY) -m lengthgen.bookcache refresh
+	$(PY) -m lengthgen.book.bookcache refresh
 	jupyter-book build . --builder html -W -n --keep-going
-	$(PY) -m lengthgen.bookcache check
+	$(PY) -m lengthgen.book.bookcache check
 	@echo "book: open _build/html/index.html"
 
 lint: $(STAMP)
@@ -36,11 +36,11 @@ test: lint unit notebooks
 # Rerun one chapter with other parameters, e.g.
 #   make rerun NB=book/04_dilution_law.ipynb ARGS="-p seeds 10 -p offsets '[7]'"
 rerun: $(STAMP)
-	$(PY) -m lengthgen.rerun $(NB) $(ARGS)
+	$(PY) -m lengthgen.book.rerun $(NB) $(ARGS)
 
 # Run (or resume) a parameter sweep, e.g. make sweep SPEC=data/sweeps/single_head/spec.yaml
 sweep: $(STAMP)
-	$(PY) -m lengthgen.sweep $(SPEC) $(ARGS)
+	$(PY) -m lengthgen.book.sweep $(SPEC) $(ARGS)
 
 clean:
 	rm -rf _build

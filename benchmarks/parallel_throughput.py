@@ -11,19 +11,19 @@ import time
 
 import torch
 
-from lengthgen.parallel import map_runs
-from lengthgen.transformer import TransformerConfig
-from lengthgen.transformer_training import SequenceRunConfig, train_sequence_model
+from lengthgen.book.parallel import map_runs
+from lengthgen.model.training import train
+from lengthgen.model.transformer import NetworkRunConfig, TransformerConfig
 
 
 def main(runs: int = 4, steps: int = 200) -> None:
-    configs = [SequenceRunConfig(model=TransformerConfig(), steps=steps, batch=16, seed=s) for s in range(runs)]
+    configs = [NetworkRunConfig(model=TransformerConfig(), steps=steps, batch=16, seed=s) for s in range(runs)]
     start = time.perf_counter()
     for cfg in configs:  # one process, every core's threads
-        train_sequence_model(cfg)
+        train(cfg)
     threads = time.perf_counter() - start
     start = time.perf_counter()
-    map_runs(train_sequence_model, configs, workers=torch.get_num_threads(), progress=False)
+    map_runs(train, configs, workers=torch.get_num_threads(), progress=False)
     processes = time.perf_counter() - start
     print(f"{runs} runs x {steps} steps: one process with {torch.get_num_threads()} threads {threads:.1f} s, "
           f"{torch.get_num_threads()} single-thread workers {processes:.1f} s, speed-up {threads / processes:.2f}x")

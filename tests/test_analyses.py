@@ -1,10 +1,11 @@
 import torch
 
-from lengthgen.equivariance import renormalization_error, toeplitz_deviation
-from lengthgen.pinning import pinning, table_movement
-from lengthgen.stats import binomial_interval, consistent_with
-from lengthgen.studies import doubling_lengths, run_configs
-from lengthgen.training import RunConfig, build_head
+from lengthgen.chapters.absolute_pinning import pinning, table_movement
+from lengthgen.chapters.common import head_run_configs
+from lengthgen.chapters.equivariance import Parameters, renormalization_error, toeplitz_deviation
+from lengthgen.chapters.stats import binomial_interval, consistent_with
+from lengthgen.model.evaluation import doubling_lengths
+from lengthgen.model.heads import HeadRunConfig
 
 
 def test_toeplitz_deviation_zero_for_toeplitz_and_detects_breaks():
@@ -18,12 +19,12 @@ def test_toeplitz_deviation_zero_for_toeplitz_and_detects_breaks():
 
 
 def test_renormalization_exact_for_rope():
-    head = build_head(RunConfig(kind="rope", dim=16, vocab=8))
+    head = HeadRunConfig(kind="rope", dim=16, vocab=8).build_model()
     assert renormalization_error(head, 12, 200) < 1e-13
 
 
 def test_table_movement_and_pinning_on_crafted_head():
-    head = build_head(RunConfig(kind="ape", dim=8, vocab=4, max_length=40))
+    head = HeadRunConfig(kind="ape", dim=8, vocab=4, max_length=40).build_model()
     init = head.table.detach().clone()
     with torch.no_grad():
         head.table[:10] += 1.0
@@ -43,18 +44,21 @@ def test_binomial_interval():
 def test_doubling_lengths_and_configs():
     assert doubling_lengths(32, 16) == [32, 64, 128, 256, 512]
     assert doubling_lengths(10, 3) == [10, 20, 30]
-    cfgs = run_configs(dict(seeds=3, dim=8, vocab=4, train_length=10, offset=2, steps=5, batch=2, lr=0.1,
-                            length_factor=4), "ape")
-    assert [c.seed for c in cfgs] == [0, 1, 2] and cfgs[0].max_length == 40 and cfgs[0].kind == "ape"
+    p = Parameters.from_values(dict(seeds=3, dim=8, vocab=4, train_length=10, offsets=[2, 3], steps=5, batch=2, lr=0.1,
+                                    length_factor=4, eval_batch=2, rope_base=1e4, rope_convention="half", workers=1,
+                                    device="cpu"))
+    cfgs = head_run_configs(p, "ape")
+    assert [(c.offset, c.seed) for c in cfgs] == [(2, 0), (2, 1), (2, 2), (3, 0), (3, 1), (3, 2)]
+    assert cfgs[0].max_length == 40 and cfgs[0].kind == "ape" and cfgs[0].device == "cpu"
 
 
 def test_glue_converts_numpy_scalars(monkeypatch):
     import numpy as np
 
-    from lengthgen import gluing
+    from lengthgen.book import glue
 
     seen = {}
-    monkeypatch.setattr(gluing, "_myst_glue", lambda name, value, display: seen.update({name: value}))
-    gluing.glue("x", np.float64(0.5))
-    gluing.glue("n", np.int64(3))
+    monkeypatch.setattr(glue, "_myst_glue", lambda name, value, display: seen.update({name: value}))
+    glue.glue("x", np.float64(0.5))
+    glue.glue("n", np.int64(3))
     assert type(seen["x"]) is float and type(seen["n"]) is int

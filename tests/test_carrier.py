@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from lengthgen.carrier import (
+from lengthgen.chapters.carrier import (
     Planes,
     carrier_phases,
     coherence,
@@ -19,13 +19,13 @@ from lengthgen.carrier import (
     weighted_circular_error,
     wrap,
 )
-from lengthgen.encodings import rope_frequencies
-from lengthgen.training import RunConfig, build_head
+from lengthgen.model.encodings import rope_frequencies
+from lengthgen.model.heads import HeadRunConfig
 
 
 @pytest.mark.parametrize("convention", ["half", "interleaved"])
 def test_planes_reproduce_the_heads_offset_logits(convention):
-    head = build_head(RunConfig(kind="rope", dim=16, vocab=4, rope_convention=convention, qk_init_std=1.0))
+    head = HeadRunConfig(kind="rope", dim=16, vocab=4, rope_convention=convention, qk_init_std=1.0).build_model()
     planes = planes_of(head)
     offsets = torch.arange(-40, 300)
     with torch.no_grad():

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from lengthgen.carrier import planes_of
-from lengthgen.dilution import (
+from lengthgen.chapters.carrier import planes_of
+from lengthgen.chapters.dilution_law import (
     hyperbolic_mass_law,
     mass_per_token,
     monte_carlo_accuracy,
@@ -17,13 +17,13 @@ from lengthgen.dilution import (
     toeplitz_attention,
     two_scale_mass_law,
 )
-from lengthgen.equivariance import offset_attention, offset_profile
-from lengthgen.seeding import generator
-from lengthgen.training import RunConfig, build_head
+from lengthgen.chapters.equivariance import offset_attention, offset_profile
+from lengthgen.model.heads import HeadRunConfig
+from lengthgen.model.seeding import generator
 
 
 def sharp_head(dim=16, vocab=8):
-    return build_head(RunConfig(kind="rope", dim=dim, vocab=vocab, qk_init_std=1.5))
+    return HeadRunConfig(kind="rope", dim=dim, vocab=vocab, qk_init_std=1.5).build_model()
 
 
 def test_toeplitz_attention_equals_direct_attention_for_every_query():
@@ -67,7 +67,7 @@ def test_target_mass_matches_attention_and_laws_limits():
 
 def test_two_scale_law_averages_fast_planes_with_bessel_factor():
     # one fast plane with amplitude a: far mean of e^{a cos} -> I0(a)
-    from lengthgen.carrier import Planes
+    from lengthgen.chapters.carrier import Planes
 
     planes = Planes(np.array([1.0]), np.array([1.5]), np.array([0.2]))
     row = torch.tensor(planes.profile(np.arange(200_000)))
@@ -109,8 +109,8 @@ def test_long_length_evaluation_is_memory_frugal():
     """Observed accuracy at L = 131072 (the chapter's longest length) stays far below 2 GB."""
     code = """
 import resource, torch
-from lengthgen.dilution import observed_last_accuracy
-from lengthgen.seeding import generator
+from lengthgen.chapters.dilution_law import observed_last_accuracy
+from lengthgen.model.seeding import generator
 row = torch.zeros(131072, dtype=torch.float64)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 observed_last_accuracy(row, torch.eye(64, dtype=torch.float64), 5, 131072, 256, generator(0, "m"))

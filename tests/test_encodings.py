@@ -2,7 +2,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lengthgen.encodings import (
+from lengthgen.model.encodings import (
     full_band_frequencies,
     offset_kernel_features,
     pair_permutation,

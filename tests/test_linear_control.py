@@ -1,20 +1,19 @@
 import torch
 
-from lengthgen.encodings import full_band_frequencies
-from lengthgen.linear_control import (
+from lengthgen.chapters.linear_control import (
     evaluate_linear,
     expected_squared_error,
     gradient_descent,
     gradient_descent_closed_form,
     min_norm_interpolant,
-    offset_features,
-    sgd_on_tokens,
     stable_lr,
     task_gram,
-    unit_key,
 )
-from lengthgen.seeding import generator
-from lengthgen.tasks import sample_tokens
+from lengthgen.model.encodings import full_band_frequencies
+from lengthgen.model.heads import LinearRunConfig, offset_features, unit_key
+from lengthgen.model.seeding import generator
+from lengthgen.model.tasks import sample_tokens
+from lengthgen.model.training import train
 
 D64 = torch.float64
 
@@ -64,8 +63,10 @@ def test_gd_matches_closed_form_on_rotary_features():
 
 def test_sgd_from_zero_stays_in_row_space_and_reaches_pinv():
     d, T, k, V = 16, 6, 2, 8
-    phi = offset_features(torch.arange(T), full_band_frequencies(d, 16.0), unit_key(d, 1))
-    q = sgd_on_tokens(phi, T, k, V, steps=400, lr=0.5 * stable_lr(phi, task_gram(T, k, V)), batch=32, seed=0)
+    cfg = LinearRunConfig(dim=d, vocab=V, train_length=T, offset=k, rope_base=16.0, seed=1, steps=400, batch=32)
+    phi = cfg.features(torch.arange(T))
+    assert torch.equal(phi, offset_features(torch.arange(T), full_band_frequencies(d, 16.0), unit_key(d, 1)))
+    q = train(cfg.with_(lr=0.5 * stable_lr(phi, task_gram(T, k, V)))).model.q.detach()
     proj = torch.linalg.pinv(phi) @ phi
     assert (q - proj @ q).norm() < 1e-10
     pinv = min_norm_interpolant(phi, torch.eye(T, dtype=D64)[k])

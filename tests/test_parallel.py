@@ -2,8 +2,9 @@ import math
 
 import torch
 
-from lengthgen.parallel import default_workers, map_runs, single_thread
-from lengthgen.training import RunConfig, train
+from lengthgen.book.parallel import default_workers, map_runs, single_thread
+from lengthgen.model.heads import HeadRunConfig
+from lengthgen.model.training import train
 
 
 def test_map_runs_keeps_order_in_processes():
@@ -11,12 +12,12 @@ def test_map_runs_keeps_order_in_processes():
 
 
 def test_results_do_not_depend_on_workers():
-    configs = [RunConfig(kind="rope", dim=8, vocab=4, steps=5, seed=s) for s in range(2)]
+    configs = [HeadRunConfig(kind="rope", dim=8, vocab=4, steps=5, seed=s) for s in range(2)]
     serial = map_runs(train, configs, workers=1, progress=False)
     parallel = map_runs(train, configs, workers=2, progress=False)
     for a, b in zip(serial, parallel, strict=True):
         assert a.losses == b.losses
-        assert torch.equal(a.head.q, b.head.q)
+        assert torch.equal(a.model.q, b.model.q)
 
 
 def test_single_thread_restores_setting():

@@ -1,17 +1,20 @@
-"""The repository's own rules: stored notebooks, parameters cells, the execution cache."""
+"""The repository's own rules: stored notebooks, parameters and harness cells, layers, the book cache across builds."""
 
 import ast
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from lengthgen import bookcache
-from lengthgen.params import CHAPTERS
-from lengthgen.paths import BOOK_DIR, REPO_ROOT
+from lengthgen.book import bookcache
+from lengthgen.book.paths import BOOK_DIR, LIB_DIR, REPO_ROOT
+from lengthgen.chapters import parameters_of
 
 NOTEBOOKS = sorted(BOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
+PACKAGE = LIB_DIR / "lengthgen"
 
 
 def test_there_are_chapters():
@@ -28,7 +31,7 @@ def test_notebook_stored_clean(path: Path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_parameters_cell_is_literal_and_validated(path: Path):
+def test_parameters_cell_is_literal_declared_and_followed_by_the_harness(path: Path):
     cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
     tagged = [i for i, c in enumerate(cells) if "parameters" in c.get("metadata", {}).get("tags", [])]
     assert len(tagged) == 1, "exactly one cell tagged 'parameters'"
@@ -39,36 +42,140 @@ def test_parameters_cell_is_literal_and_validated(path: Path):
         ast.literal_eval(node.value)  # raises if not a literal
         names.append(node.targets[0].id)
     chapter = path.stem
-    assert set(names) == set(CHAPTERS[chapter]), "parameters cell and validation spec disagree"
-    assert f'validate("{chapter}", globals())' in "".join(cells[tagged[0] + 1]["source"])
+    assert names == list(parameters_of(chapter).specs()) or set(names) == set(parameters_of(chapter).specs())
+    harness = "".join(cells[tagged[0] + 1]["source"])
+    assert f'Chapter("{chapter}", globals())' in harness
+    assert "hide-input" in cells[tagged[0] + 1].get("metadata", {}).get("tags", []), "plumbing is hidden from readers"
+    finishing = [c for c in cells if "chapter.finish()" in "".join(c["source"])]
+    assert len(finishing) == 1, "one claim-check cell ends the chapter through the harness"
 
 
-def test_toc_lists_every_chapter():
-    assert [p.name for p in bookcache.toc_notebooks()] == [p.name for p in NOTEBOOKS]
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_threshold_or_harness_code_is_copied_into_a_notebook(path: Path):
+    code = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
+    for forbidden in ("ChapterRecord(", "Stopwatch(", "validate(", ".save(", "assert_all("):
+        assert forbidden not in code, f"{path.name}: {forbidden} belongs to the harness"
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("check", "report"):
+            if isinstance(node.func.value, ast.Name) and node.func.value.id == "chapter":
+                assert len(node.args) == 2 and not node.keywords, (
+                    f"{path.name}: chapter.{node.func.attr}(name, value) only; thresholds come from the claims data")
 
 
-def _mini_repo(tmp_path: Path) -> Path:
-    for rel in ("lib/lengthgen/__init__.py", "requirements.txt", "pyproject.toml", "_config.yml", "Makefile"):
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO_ROOT / rel, tmp_path / rel)
-    return tmp_path
+def test_toc_lists_every_chapter_and_the_summary_runs_last():
+    chapters = bookcache.toc_chapters()
+    assert sorted(chapters) == [p.stem for p in NOTEBOOKS]
+    assert max(p.stem for p in NOTEBOOKS) == "99_claims_summary", "the summary must execute after every chapter"
 
 
-def test_cache_is_wiped_when_library_changes(tmp_path: Path):
-    root = _mini_repo(tmp_path)
-    build = root / "_build"
-    assert bookcache.refresh(root, build)  # first build: nothing recorded yet
-    (build / ".jupyter_cache").mkdir()
-    (build / ".jupyter_cache" / "marker").write_text("cached")
-    assert not bookcache.refresh(root, build), "unchanged sources must keep the cache"
-    assert (build / ".jupyter_cache" / "marker").exists()
-    (root / "lib/lengthgen/__init__.py").write_text("# changed\n")
-    assert bookcache.refresh(root, build), "a library change must wipe the cache"
-    assert not (build / ".jupyter_cache").exists()
-    (root / "requirements.txt").write_text("numpy==1.0\n")
-    assert bookcache.refresh(root, build), "a change of pins must wipe the cache"
+def imports_of(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    package = ".".join(path.relative_to(LIB_DIR).with_suffix("").parts[:-1])
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                found.add(".".join(base + ([node.module] if node.module else [])))
+            else:
+                found.add(node.module or "")
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
 
 
-def test_check_reports_unexecuted_chapters(tmp_path: Path):
+def test_model_code_imports_neither_chapters_nor_book_machinery():
+    for path in sorted((PACKAGE / "model").glob("*.py")):
+        for name in imports_of(path):
+            assert not name.startswith(("lengthgen.chapters", "lengthgen.book")), f"{path.name} imports {name}"
+
+
+def test_module_map_lists_every_module():
+    doc = ast.get_docstring(ast.parse((PACKAGE / "__init__.py").read_text()))
+    readme = (REPO_ROOT / "README.md").read_text()
+    for layer in ("model", "chapters", "book"):
+        for path in sorted((PACKAGE / layer).glob("*.py")):
+            if path.stem != "__init__":
+                assert f"``{path.stem}``" in doc, f"lengthgen/__init__.py's module map lacks {layer}.{path.stem}"
+                assert f"`{path.stem}`" in readme, f"README's module map lacks {layer}.{path.stem}"
+
+
+def test_each_chapter_has_an_analysis_module_named_like_its_notebook():
+    for path in NOTEBOOKS:
+        slug = path.stem.partition("_")[2]
+        assert (PACKAGE / "chapters" / f"{slug}.py").exists(), path.name
+
+
+def test_training_and_configuration_exist_once():
+    sources = {p: p.read_text() for p in PACKAGE.rglob("*.py")}
+    backward = [p.name for p, s in sources.items() if ".backward()" in s]
+    assert backward == ["training.py"], f"training loops in {backward}"
+    configs = [p.name for p, s in sources.items() if "def with_(" in s]
+    assert configs == ["config.py"], f"hand-written config copies in {configs}"
+    sweeps = [p.name for p, s in sources.items() if "def length_sweep(" in s]
+    assert sweeps == ["evaluation.py"], f"length sweeps in {sweeps}"
+
+
+# -- the book cache across builds -------------------------------------------------------------------------
+
+
+def mini_repo(tmp_path: Path) -> Path:
+    """A small book with the real configuration and a copy of the library: intro and one chapter."""
+    root = tmp_path / "repo"
+    for rel in ("requirements.txt", "pyproject.toml", "_config.yml", "Makefile", "book/references.bib"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO_ROOT / rel, root / rel)
+    shutil.copytree(PACKAGE, root / "lib" / "lengthgen", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/01_tiny\n")
+    (root / "book" / "intro.md").write_text("# Mini book\n\nA test book.\n")
+    write_tiny(root, "from lengthgen.model.seeding import derive_seed\nprint(derive_seed(0, 'x'))")
+    return root
+
+
+def write_tiny(root: Path, code: str) -> None:
+    nb = dict(cells=[dict(cell_type="markdown", id="m1", metadata={}, source="# Tiny\n"),
+                     dict(cell_type="code", id="c1", metadata={}, execution_count=None, outputs=[], source=code)],
+              metadata=dict(kernelspec=dict(display_name="Python 3", language="python", name="python3")),
+              nbformat=4, nbformat_minor=5)
+    (root / "book" / "01_tiny.ipynb").write_text(json.dumps(nb))
+
+
+def build(root: Path) -> tuple[dict, int, str, int]:
+    """What ``make book`` does: refresh, build, check. Returns (refresh result, build exit code, log, check exit code)."""
+    done = bookcache.refresh(root)
+    jupyter_book = str(Path(sys.executable).with_name("jupyter-book"))
+    proc = subprocess.run([jupyter_book, "build", str(root), "--builder", "html", "-W", "-n", "--keep-going"],
+                          capture_output=True, text=True, cwd=root)
+    return done, proc.returncode, proc.stdout + proc.stderr, len(bookcache.unexecuted(root))
+
+
+def test_book_builds_twice_then_after_one_line_changes(tmp_path):
+    root = mini_repo(tmp_path)
+    done, code, log, unexecuted = build(root)
+    assert done["wiped"] == ["01_tiny"] and code == 0 and unexecuted == 0, log[-2000:]
+    assert "Executing notebook" in log
+    done, code, log, unexecuted = build(root)  # warm rebuild: nothing executes again
+    assert done["stale"] == [] and code == 0 and unexecuted == 0 and "Executing notebook" not in log, log[-2000:]
+    write_tiny(root, "from lengthgen.model.seeding import derive_seed\nprint(derive_seed(1, 'x'))")  # a chapter's line
+    done, code, log, unexecuted = build(root)
+    assert code == 0 and unexecuted == 0 and "Executing notebook" in log, log[-2000:]
+    seeding = root / "lib" / "lengthgen" / "model" / "seeding.py"
+    seeding.write_text(seeding.read_text() + "\n# a comment\n")  # a library module the chapter imports
+    done, code, log, unexecuted = build(root)
+    assert done["stale"] == ["01_tiny"] and code == 0 and "Executing notebook" in log, log[-2000:]
+    transformer = root / "lib" / "lengthgen" / "model" / "transformer.py"
+    transformer.write_text(transformer.read_text() + "\n# a comment\n")  # a module the chapter does not import
+    done, code, log, unexecuted = build(root)
+    assert done["stale"] == [] and "Executing notebook" not in log, log[-2000:]
+    write_tiny(root, "raise RuntimeError('the chapter fails before its claim check')")
+    done, code, log, unexecuted = build(root)
+    assert code != 0 and unexecuted == 1, "a failing chapter must turn the build red"
+    done, code, log, unexecuted = build(root)  # unchanged and still failing: it is executed again, and fails again
+    assert done["failed"] == ["01_tiny"] and code != 0 and unexecuted == 1
+    (root / "_config.yml").write_text((root / "_config.yml").read_text() + "\n")
+    assert bookcache.refresh(root)["wiped"] == ["01_tiny"], "a configuration change wipes the cache"
+
+
+def test_check_reports_unexecuted_chapters(tmp_path):
     missing = bookcache.unexecuted(REPO_ROOT, tmp_path / "_build")
-    assert [p.name for p in missing] == [p.name for p in NOTEBOOKS]
+    assert [p.name for p in missing] == [p.name for p in bookcache.toc_notebooks()]

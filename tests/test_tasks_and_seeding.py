@@ -1,7 +1,7 @@
 import torch
 
-from lengthgen.seeding import derive_seed, generator
-from lengthgen.tasks import IGNORE, offset_targets, sample_tokens
+from lengthgen.model.seeding import derive_seed, generator
+from lengthgen.model.tasks import IGNORE, offset_targets, sample_tokens
 
 
 def test_offset_targets():

@@ -4,11 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from lengthgen.encodings import identifiable_base, rope_frequencies, rotation_matrix
-from lengthgen.seeding import generator
-from lengthgen.sequence_tasks import copy_batch, shift_batch, task_batch
-from lengthgen.tasks import IGNORE
-from lengthgen.transfer import (
+from lengthgen.chapters.transfer import (
+    Parameters,
     TransferJob,
     content_averaged_kernels,
     head_target_mass,
@@ -16,8 +13,12 @@ from lengthgen.transfer import (
     run_job,
     shift_deviation,
 )
-from lengthgen.transformer import Transformer, TransformerConfig
-from lengthgen.transformer_training import SequenceRunConfig, length_sweep, train_sequence_model
+from lengthgen.model.encodings import identifiable_base, rope_frequencies, rotation_matrix
+from lengthgen.model.evaluation import length_sweep
+from lengthgen.model.seeding import generator
+from lengthgen.model.tasks import IGNORE, copy_batch, shift_batch, task_batch
+from lengthgen.model.training import train
+from lengthgen.model.transformer import NetworkRunConfig, Transformer, TransformerConfig
 
 
 def model(encoding="rope", **kw):
@@ -67,9 +68,9 @@ def test_network_is_shift_equivariant_with_rope_and_nope_not_ape():
 
 
 def test_ape_rows_beyond_training_length_never_move():
-    cfg = SequenceRunConfig(model=TransformerConfig(vocab=8, dim=16, heads=2, encoding="ape", max_length=40),
-                            train_length=12, offset=2, steps=3, batch=4)
-    run = train_sequence_model(cfg)
+    cfg = NetworkRunConfig(model=TransformerConfig(vocab=8, dim=16, heads=2, encoding="ape", max_length=40),
+                           train_length=12, offset=2, steps=3, batch=4)
+    run = train(cfg)
     assert torch.equal(run.model.position[12:], run.initial_state["position"][12:])
     assert not torch.equal(run.model.position[:12], run.initial_state["position"][:12])
     with pytest.raises(ValueError, match="beyond the APE table"):
@@ -99,10 +100,13 @@ def test_identifiable_base():
 
 
 def test_transfer_measurements_on_a_tiny_network():
-    params = dict(length_factor=4, eval_batch=8, kernel_batch=2, retrieval_mass=0.0, null_draws=100)
-    cfg = SequenceRunConfig(model=TransformerConfig(vocab=8, dim=16, heads=2, max_length=48), train_length=12,
-                            offset=2, steps=20, batch=8)
-    run = train_sequence_model(cfg)
+    params = Parameters.from_values(dict(
+        seeds=1, vocab=8, dim=16, layers=2, heads=2, offsets=[2], train_length=12, steps=20, batch=8, lr=3e-3,
+        length_factor=4, eval_batch=8, kernel_batch=2, retrieval_mass=0.0, null_draws=100, compare_heads=1,
+        fixed_turns=1.0, copy_seeds=1, copy_steps=5, workers=1, device="cpu"))
+    cfg = NetworkRunConfig(model=TransformerConfig(vocab=8, dim=16, heads=2, max_length=48), train_length=12,
+                           offset=2, steps=20, batch=8)
+    run = train(cfg)
     assert shift_deviation(run, 30, torch.float64) < 1e-12
     mass = head_target_mass(run, 12, 4)
     assert mass.shape == (2, 2) and ((mass >= 0) & (mass <= 1)).all()
@@ -115,7 +119,7 @@ def test_transfer_measurements_on_a_tiny_network():
     out = run_job(TransferJob("RoPE", cfg, params))
     assert {"sweep", "shift_f64", "heads", "kernels"} <= set(out)
     assert len(out["heads"]) == 4  # retrieval_mass = 0 keeps every head
-    sweep = length_sweep(run.model, cfg, [12, 24], 4)
+    sweep = length_sweep(run.model, cfg, [12, 24], 4, sequence_chunk=2)
     assert set(sweep.metric) == {"last", "in_range", "out_of_range"}
     assert np.isfinite(sweep.accuracy).all()
 
@@ -123,11 +127,12 @@ def test_transfer_measurements_on_a_tiny_network():
 def test_collapse_table_explains_collapses_by_hijacking_offsets():
     import pandas as pd
 
-    from lengthgen.transfer import collapse_table
+    from lengthgen.chapters.transfer import collapse_table
 
-    heads = pd.DataFrame(dict(label=["A", "A", "B", "C"], seed=[0, 0, 0, 0], first_hijack=[49, -1, 100, -1]))
+    heads = pd.DataFrame(dict(label=["A", "A", "B", "C"], offset=5, seed=[0, 0, 0, 0], first_hijack=[49, -1, 100, -1]))
     rows = [("A", 32, 1.0), ("A", 64, 0.1), ("B", 32, 1.0), ("B", 64, 0.2), ("C", 32, 1.0), ("C", 64, 0.9)]
-    acc = pd.DataFrame([dict(task="shift", metric="last", label=lab, seed=0, length=n, accuracy=a) for lab, n, a in rows])
+    acc = pd.DataFrame([dict(task="shift", metric="last", label=lab, offset=5, seed=0, length=n, accuracy=a)
+                        for lab, n, a in rows])
     table = collapse_table(heads, acc).set_index("label")
     assert table.loc["A", "first_hijack"] == 49 and table.loc["A", "collapse_length"] == 64 and table.loc["A", "explained"]
     assert not table.loc["B", "explained"]  # collapsed at 64 with no hijacking offset below 64

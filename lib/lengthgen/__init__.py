@@ -1,7 +1,39 @@
 """lengthgen: why rotary attention extrapolates and learned absolute positions memorize.
 
-The library behind the book. Notebooks set parameters, call into these modules,
-plot and assert; every model, task, training loop and analysis lives here.
+The library behind the book, in three layers. Notebooks set parameters, call into them, plot
+and assert.
+
+``lengthgen.model`` - the models and how they are trained and scored (imports nothing else here):
+    ``seeding``      one integer seed, separate random streams per purpose; the run's device
+    ``tasks``        fixed-offset retrieval (shift) and copy, sampled at any length; the loss on them
+    ``encodings``    rotary position encoding in both pairings, frequency sets, the identifiable base
+    ``heads``        single position-only heads (RoPE, learned APE, the linear rotary kernel) and their runs
+    ``transformer``  a small GPT-style decoder with RoPE, learned APE or no positions, and its runs
+    ``config``       the one configuration base (frozen dataclass with ``with_`` and ``as_dict``)
+    ``training``     the base of every run configuration and the one training loop every model uses
+    ``evaluation``   accuracy against sequence length: the one ``length_sweep``
+
+``lengthgen.chapters`` - one analysis module per chapter, named like its notebook:
+    ``equivariance`` (01), ``absolute_pinning`` (02), ``carrier`` (03), ``dilution_law`` (04),
+    ``linear_control`` (05), ``transfer`` (06), ``robustness`` (07), ``claims_summary`` (99);
+    each declares the chapter's ``Parameters``. Besides them:
+    ``claims``       the claims data: every claim check with its threshold, reason and revisions
+    ``common``       parameter groups and run configurations several chapters share
+    ``stats``        binomial intervals, seed summaries, prediction agreement
+
+``lengthgen.book`` - the machinery between the models and the rendered book:
+    ``harness``      ``Chapter``: validate, record, assert and time a chapter, in one object
+    ``parameters``   typed chapter parameters, their rules, strict command-line values
+    ``records``      results records and what produced them
+    ``fingerprint``  code fingerprints, notebook hashes, the build fingerprint
+    ``bookcache``    keeps the book's execution cache honest across builds
+    ``rerun``        rerun one chapter with other parameters (papermill)
+    ``sweep``        resumable sweeps over chapters, on local processes or a Dask cluster
+    ``parallel``     independent runs in worker processes, one torch thread each
+    ``glue``         numbers and figures into the prose
+    ``plotting``     the one seaborn theme and the length-sweep plot
+    ``timing``       wall time
+    ``paths``        where things live in the repository
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

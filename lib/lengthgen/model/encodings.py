@@ -9,6 +9,8 @@ by angle ``theta_m * position``. Two conventions pair coordinates differently:
 Because each rotation is orthogonal and rotations about the same planes
 commute, ``<R_t q, R_s k> = <q, R_{s-t} k>``: the attention logit depends on the
 positions only through their offset. Chapter 1 is built on this identity.
+
+Every function creates its tensors on the device of its inputs.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ def rope_frequencies(dim: int, base: float = 10_000.0, dtype: torch.dtype = torc
     """The standard RoPE frequencies ``theta_m = base ** (-2m / dim)``, ``m = 0 .. dim/2 - 1``."""
     if dim % 2:
         raise ValueError(f"dim must be even, got {dim}")
-    return base ** (-torch.arange(0, dim, 2, dtype=dtype) / dim)
+    return base ** (-torch.arange(0, dim, 2, dtype=dtype, device="cpu") / dim)
 
 
 def full_band_frequencies(dim: int, base: float = 10_000.0, dtype: torch.dtype = torch.float64) -> torch.Tensor:
@@ -45,13 +47,13 @@ def identifiable_base(dim: int, train_length: int, turns: float = 1.0) -> float:
     return (train_length / (2 * torch.pi * turns)) ** (dim / (dim - 2))
 
 
-def plane_index(dim: int, convention: Convention) -> tuple[torch.Tensor, torch.Tensor]:
+def plane_index(dim: int, convention: Convention, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
     """Indices of the first and second coordinate of every plane, for the given convention."""
     half = dim // 2
     if convention == "half":
-        return torch.arange(half), torch.arange(half) + half
+        return torch.arange(half, device=device), torch.arange(half, device=device) + half
     if convention == "interleaved":
-        return torch.arange(0, dim, 2), torch.arange(1, dim, 2)
+        return torch.arange(0, dim, 2, device=device), torch.arange(1, dim, 2, device=device)
     raise ValueError(f"convention must be one of {CONVENTIONS}, got {convention!r}")
 
 
@@ -68,11 +70,11 @@ def rotate(x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, conven
     ``x`` is a single vector, or ``x.shape`` when ``x`` is ``(n, dim)``.
     """
     dim = x.shape[-1]
-    first, second = plane_index(dim, convention)
-    angles = positions.to(freqs.dtype)[:, None] * freqs[None, :]
+    first, second = plane_index(dim, convention, x.device)
+    angles = positions.to(device=freqs.device, dtype=freqs.dtype)[:, None] * freqs[None, :]
     cos, sin = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)
     x1, x2 = x[..., first], x[..., second]
-    out = torch.empty(torch.broadcast_shapes(x.shape, (positions.shape[0], dim)), dtype=x.dtype)
+    out = torch.empty(torch.broadcast_shapes(x.shape, (positions.shape[0], dim)), dtype=x.dtype, device=x.device)
     out[..., first] = x1 * cos - x2 * sin
     out[..., second] = x1 * sin + x2 * cos
     return out
@@ -81,8 +83,8 @@ def rotate(x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, conven
 def rotation_matrix(position: float, freqs: torch.Tensor, convention: Convention = "half") -> torch.Tensor:
     """The ``dim x dim`` orthogonal matrix ``R_position`` (for tests and small analyses)."""
     dim = 2 * freqs.shape[0]
-    eye = torch.eye(dim, dtype=freqs.dtype)
-    return rotate(eye, torch.full((dim,), float(position), dtype=freqs.dtype), freqs, convention).T
+    eye = torch.eye(dim, dtype=freqs.dtype, device=freqs.device)
+    return rotate(eye, torch.full((dim,), float(position), dtype=freqs.dtype, device=freqs.device), freqs, convention).T
 
 
 def offset_kernel_features(offsets: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
@@ -91,5 +93,5 @@ def offset_kernel_features(offsets: torch.Tensor, freqs: torch.Tensor) -> torch.
     For a rotary head the logit at offset ``D`` is linear in these features:
     ``f(D) = sum_m A_m cos(theta_m D) + B_m sin(theta_m D)``.
     """
-    angles = offsets.to(freqs.dtype)[:, None] * freqs[None, :]
+    angles = offsets.to(device=freqs.device, dtype=freqs.dtype)[:, None] * freqs[None, :]
     return torch.cat([torch.cos(angles), torch.sin(angles)], dim=1)

@@ -4,8 +4,8 @@ In the spirit of nanoGPT's ``model.py``: token embedding, pre-LayerNorm blocks o
 multi-head attention and an MLP, a final LayerNorm and a linear readout. The position
 encoding is the only thing that changes between variants:
 
-* ``"rope"``: queries and keys of every head are rotated by position (same
-  :func:`lengthgen.encodings.rotate` as the single heads);
+* ``"rope"``: queries and keys of every head are rotated by position (the rotation of
+  :func:`lengthgen.model.encodings.rotate`, written with slices);
 * ``"ape"``: a learned table of position vectors is added to the token embedding;
   rows beyond the training length receive no gradient;
 * ``"nope"``: no position information at all beyond the causal mask.
@@ -18,21 +18,25 @@ which the analyses read.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .config import Config
 from .encodings import rope_frequencies
+from .seeding import generator
+from .tasks import sequence_cross_entropy
+from .training import RunConfig
 
 Encoding = Literal["rope", "ape", "nope"]
 ENCODINGS: tuple[str, ...] = ("rope", "ape", "nope")
 
 
 @dataclass(frozen=True)
-class TransformerConfig:
+class TransformerConfig(Config):
     """Architecture of the decoder."""
 
     vocab: int = 64
@@ -49,12 +53,6 @@ class TransformerConfig:
     @property
     def head_dim(self) -> int:
         return self.dim // self.heads
-
-    def with_(self, **changes: object) -> TransformerConfig:
-        return replace(self, **changes)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def head_frequencies(cfg: TransformerConfig) -> torch.Tensor:
@@ -85,7 +83,7 @@ class CausalSelfAttention(nn.Module):
     def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Rotate ``(..., length, head_dim)`` queries or keys by their positions (RoPE only, "half" pairing).
 
-        Same result as :func:`lengthgen.encodings.rotate`, written with slices instead of index
+        Same result as :func:`lengthgen.model.encodings.rotate`, written with slices instead of index
         gathers because it runs in every layer of every training step.
         """
         if self.cfg.encoding != "rope":
@@ -99,17 +97,17 @@ class CausalSelfAttention(nn.Module):
     def logits(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         """Explicit path: pre-softmax causal logits ``(batch, heads, length, length)``, ``-inf`` above the diagonal."""
         n = x.shape[1]
-        positions = torch.arange(start, start + n)
+        positions = torch.arange(start, start + n, device=x.device)
         q, k, _ = self.split_heads(x)
         q, k = self.rotate(q, positions), self.rotate(k, positions)
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.cfg.head_dim)
-        causal = torch.ones(n, n, dtype=torch.bool).tril()
+        causal = torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
         return scores.masked_fill(~causal, float("-inf"))
 
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         b, n, _ = x.shape
         q, k, v = self.split_heads(x)
-        positions = torch.arange(start, start + n)
+        positions = torch.arange(start, start + n, device=x.device)
         q, k = self.rotate(q, positions), self.rotate(k, positions)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.proj(y.transpose(1, 2).reshape(b, n, self.cfg.dim))
@@ -186,6 +184,20 @@ class Transformer(nn.Module):
             x = block(x, start)
         return self.readout(self.ln_out(x))
 
+    def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy over the positions that have a target."""
+        return sequence_cross_entropy(logits, targets)
+
+    @property
+    def device(self) -> torch.device:
+        return self.embed.weight.device
+
+    @torch.no_grad()
+    def predict(self, tokens: torch.Tensor, position_sets: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Predicted tokens ``(batch, len(positions))`` for each set of positions, from one forward pass."""
+        predicted = self(tokens).argmax(-1)
+        return [predicted[:, positions.to(predicted.device)] for positions in position_sets]
+
     @torch.no_grad()
     def attention_logits(self, tokens: torch.Tensor, start: int = 0) -> list[torch.Tensor]:
         """Pre-softmax logits of every layer, each ``(batch, heads, length, length)``, via the explicit path."""
@@ -205,3 +217,25 @@ class Transformer(nn.Module):
             out.append(block.ln_attn(x))
             x = block(x)
         return out
+
+
+@dataclass(frozen=True)
+class NetworkRunConfig(RunConfig):
+    """The small transformer on a full-sequence task (warm-up over the first 10 % of steps by default)."""
+
+    model: TransformerConfig = field(default_factory=TransformerConfig)
+    steps: int = 1500
+    batch: int = 32
+    lr: float = 3e-3
+    warmup_fraction: float = 0.1
+
+    @property
+    def vocab(self) -> int:
+        return self.model.vocab
+
+    @property
+    def eval_stream(self) -> str:
+        return f"eval-{self.task}"
+
+    def build_model(self) -> Transformer:
+        return Transformer(self.model, generator(self.seed, self.init_stream))

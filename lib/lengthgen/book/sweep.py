@@ -1,20 +1,25 @@
-"""Parameter sweeps over chapters: ``python -m lengthgen.sweep SPEC.yaml [--scheduler ADDRESS]``.
+"""Parameter sweeps over chapters: ``python -m lengthgen.book.sweep SPEC.yaml [--scheduler ADDRESS]``.
 
-A spec (YAML, read with ``yaml.safe_load``) lists chapters, each with fixed parameters and a
-grid; every point of every grid is one run::
+A spec (YAML, with the strict number rules of :func:`lengthgen.book.parameters.parse_yaml`)
+lists chapters, each with fixed parameters and a grid; every point of every grid is one run::
 
     name: single_head
     workers: 2                    # local worker processes
     chapters:
       01_equivariance:
-        fixed: {seeds: 10}
-        grid: {offset: [3, 5, 7, 9]}
+        fixed: {seeds: 10, workers: 1}
+        grid: {offsets: [[3], [5], [7], [9]]}
 
 Each run executes the chapter through papermill with one torch thread per worker and stores
 its results record as ``runs/<key>.json`` next to the spec, written atomically. ``key``
-hashes chapter, full parameters and library version, so rerunning an interrupted sweep
-executes only the missing runs and loses nothing. The records aggregate into one tidy
-``results.csv`` (one row per run and claim).
+hashes what produces the run: chapter, full parameters, the chapter's code fingerprint and its
+notebook hash (:func:`lengthgen.book.rerun.run_key`). Rerunning an interrupted sweep executes
+only the missing runs and loses nothing; after a change to the code or the notebook a chapter
+runs, every affected run has a new key and runs again. ``results.csv`` aggregates the records
+of the spec's current runs only (one row per run and claim); ``--prune`` deletes the others.
+Each run's record folder reaches the chapter as an argument, so a multi-threaded Dask worker can
+run several chapters at once. Chapters take a ``device`` parameter like any other
+(``fixed: {device: cuda}`` in a spec).
 
 Backends: a local process pool (default), or a Dask distributed cluster with
 ``--scheduler tcp://HOST:PORT`` (with dask-jobqueue the same command drives SLURM or PBS
@@ -37,10 +42,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 from tqdm import tqdm
 
-from .params import ParameterError
+from .parameters import ParameterError, parse_yaml
 from .records import load_record, plain, write_json_atomically
 from .rerun import checked_parameters, execute, run_key
 
@@ -60,14 +64,15 @@ class Run:
 
 
 def load_spec(path: Path) -> dict:
-    spec = yaml.safe_load(Path(path).read_text())
+    """A sweep spec (YAML, with the strict number rules of command-line values)."""
+    spec = parse_yaml(Path(path).read_text(), where=str(path))
     if not isinstance(spec, dict) or not isinstance(spec.get("chapters"), dict):
         raise ParameterError(f"{path}: a sweep spec needs a 'chapters' mapping")
     return spec
 
 
 def expand(spec: dict) -> list[Run]:
-    """Every run of the spec, validated before anything executes."""
+    """Every run of the spec, validated before anything executes (the code and notebook fingerprints computed once)."""
     runs = []
     for chapter, entry in spec["chapters"].items():
         entry = entry or {}
@@ -86,8 +91,10 @@ def expand(spec: dict) -> list[Run]:
 def execute_run(run: Run, folder: str) -> tuple[str, str]:
     """Execute one run with one thread and store its record; returns ``(key, status)``.
 
-    Runs in a worker process (local pool or Dask worker). A record is stored whenever the
-    chapter wrote one, also when its claims failed (status ``"claims failed"``).
+    Runs in a worker process (local pool or Dask worker, possibly one of several threads). The
+    run's own temporary folder reaches the chapter as an argument. A record is stored whenever
+    the chapter wrote one, also when its claims failed (status ``"claims failed"``). The
+    single-thread settings are the same for every run, so setting them here is safe under threads.
     """
     os.environ.update(SINGLE_THREAD_ENV)
     out = Path(folder)
@@ -106,14 +113,20 @@ def execute_run(run: Run, folder: str) -> tuple[str, str]:
     return run.key, status
 
 
-def results_table(folder: Path) -> pd.DataFrame:
-    """One row per (run, check) of every stored record, sorted; wall times are left out so rows are reproducible."""
+def results_table(folder: Path, keys: set[str] | None = None) -> pd.DataFrame:
+    """One row per (run, check) of the stored records whose key is in ``keys`` (default: all), sorted.
+
+    Wall times and creation times are left out, so the rows of a run are reproducible.
+    """
     rows = []
     for path in sorted((folder / "runs").glob("*.json")):
+        if keys is not None and path.stem not in keys:
+            continue
         record = load_record(path)
         for check in record["checks"]:
             row = dict(key=record["key"], chapter=record["chapter"], overrides=json.dumps(record["overrides"], sort_keys=True),
-                       library_version=record["library_version"], status=record["status"])
+                       code_fingerprint=record["code_fingerprint"][:16], notebook_hash=record["notebook_hash"][:16],
+                       status=record["status"])
             row.update({f"param_{k}": json.dumps(v) if isinstance(v, list) else v for k, v in record["overrides"].items()})
             row.update(check)
             rows.append(row)
@@ -121,14 +134,21 @@ def results_table(folder: Path) -> pd.DataFrame:
     if not len(table):
         return table
     params = sorted(c for c in table.columns if c.startswith("param_"))
-    first = ["key", "chapter", "status", "library_version", "overrides", *params]
-    last = ["name", "claim", "value", "comparison", "threshold", "passed"]
+    first = ["key", "chapter", "status", "code_fingerprint", "notebook_hash", "overrides", *params]
+    last = ["name", "claim", "role", "value", "comparison", "threshold", "passed"]
     return table[first + last].sort_values(["chapter", "key", "name"]).reset_index(drop=True)
 
 
-def write_results(folder: Path) -> Path:
+def sweep_folder(spec_path: Path) -> Path:
+    """The folder of a sweep: the spec's own folder for ``spec.yaml``, else a folder named like the spec."""
+    spec_path = Path(spec_path)
+    return spec_path.parent if spec_path.name == "spec.yaml" else spec_path.parent / spec_path.stem
+
+
+def write_results(folder: Path, keys: set[str] | None = None) -> Path:
+    """Rewrite ``results.csv`` from the records of ``keys`` (default: every stored record), atomically."""
     path = folder / "results.csv"
-    table = results_table(folder)
+    table = results_table(folder, keys)
     tmp = path.with_name(".results.csv.tmp")
     table.to_csv(tmp, index=False)
     os.replace(tmp, path)
@@ -153,14 +173,22 @@ def _dask(runs: list[Run], folder: Path, scheduler: str) -> Iterable[tuple[str, 
             yield future.result()
 
 
+def prune(folder: Path, runs: list[Run]) -> list[Path]:
+    """Delete stored run records that are not runs of the spec any more (stale keys); returns what was deleted."""
+    current = {run.key for run in runs}
+    stale = [path for path in sorted((folder / "runs").glob("*.json")) if path.stem not in current]
+    for path in stale:
+        path.unlink()
+    return stale
+
+
 def run_sweep(spec_path: Path, scheduler: str | None = None, workers: int | None = None, max_runs: int | None = None,
               progress: bool = True) -> dict[str, str]:
-    """Execute the missing runs of a spec (at most ``max_runs``), then rewrite ``results.csv``.
+    """Execute the missing runs of a spec (at most ``max_runs``), then rewrite ``results.csv`` from its current runs.
 
     Returns ``{key: status}`` of the runs executed now.
     """
-    spec_path = Path(spec_path)
-    folder = Path(spec_path.parent / spec_path.stem) if spec_path.name != "spec.yaml" else spec_path.parent
+    folder = sweep_folder(spec_path)
     spec = load_spec(spec_path)
     runs = expand(spec)
     missing = [r for r in runs if not r.record_path(folder).exists()]
@@ -173,25 +201,29 @@ def run_sweep(spec_path: Path, scheduler: str | None = None, workers: int | None
                   else _local(missing, folder, workers or int(spec.get("workers", 1))))
         for key, status in tqdm(stream, total=len(missing), disable=not progress, desc=f"sweep {spec.get('name', '')}"):
             done[key] = status
-    write_results(folder)
+    write_results(folder, {run.key for run in runs})
     return done
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lengthgen.sweep", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lengthgen.book.sweep", description=__doc__.split("\n\n")[0])
     parser.add_argument("spec", type=Path)
     parser.add_argument("--scheduler", help="address of a Dask scheduler, e.g. tcp://127.0.0.1:8786")
     parser.add_argument("--workers", type=int, help="local worker processes (default: the spec's 'workers')")
     parser.add_argument("--max-runs", type=int, help="execute at most this many missing runs, then stop")
     parser.add_argument("--list", action="store_true", help="list the runs and whether each is done, execute nothing")
+    parser.add_argument("--prune", action="store_true", help="delete stored runs that the spec no longer lists, then continue")
     args = parser.parse_args(argv)
     try:
         runs = expand(load_spec(args.spec))
     except ParameterError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    folder = sweep_folder(args.spec)
+    if args.prune:
+        for path in prune(folder, runs):
+            print(f"pruned stale run {path.name}")
     if args.list:
-        folder = args.spec.parent if args.spec.name == "spec.yaml" else args.spec.parent / args.spec.stem
         for run in runs:
             state = "done" if run.record_path(folder).exists() else "missing"
             print(f"{run.key}  {state:8} {run.chapter} {run.overrides}")

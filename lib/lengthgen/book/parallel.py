@@ -2,7 +2,7 @@
 
 On a small CPU, many small training runs go faster as separate single-threaded
 processes than as one process whose tiny matrix products are split over threads
-(see ``BENCHMARKS.md``). Every run is a pure function of its arguments and always
+(measured in ``benchmarks/README.md``). Every run is a pure function of its arguments and always
 executes with one torch thread, so the results do not depend on ``workers``.
 """
 

@@ -1,0 +1,135 @@
+"""Keeping the book's execution cache honest: ``python -m lengthgen.book.bookcache refresh|check``.
+
+The notebook execution cache (jupyter-cache) keys each chapter on its code cells only. Before
+each build, :func:`refresh` compares every chapter's code fingerprint (its pins, the library
+modules it imports and the data it reads; :mod:`lengthgen.book.fingerprint`) with the one
+stored at the previous build, drops the cached execution of every chapter whose fingerprint
+changed and touches its notebook so Sphinx reads it again. A change of the book configuration
+or the Makefile wipes the whole cache. Chapters whose ``Parameters.always_execute`` is set (the
+claims summary, which reads the other chapters' records) are dropped on every build. A warm
+build with nothing changed therefore executes only those pages and takes seconds.
+
+After a build, :func:`unexecuted` lists the chapters without a successful cached execution:
+Sphinx does not re-read unchanged files, so a chapter that failed once would otherwise pass
+silently on an incremental rebuild; ``check`` exits non-zero when there is one, and the next
+``refresh`` sends it back to execution.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+import yaml
+
+from . import fingerprint
+from .paths import REPO_ROOT
+
+STAMP = ".lengthgen-fingerprints.json"
+
+
+def toc_chapters(root: Path = REPO_ROOT) -> list[str]:
+    """Chapter names (``NN_slug``) of the notebooks the table of contents lists, in book order."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    files: list[str] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if "file" in node:
+                files.append(node["file"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(toc)
+    return [Path(f).name for f in files if (root / f"{f}.ipynb").exists()]
+
+
+def toc_notebooks(root: Path = REPO_ROOT) -> list[Path]:
+    """The notebooks the table of contents lists, in book order."""
+    return [root / "book" / f"{name}.ipynb" for name in toc_chapters(root)]
+
+
+def _cache(build: Path):  # noqa: ANN202 - jupyter-cache's own type
+    from jupyter_cache import get_cache
+
+    return get_cache(str(build / ".jupyter_cache"))
+
+
+def forget(notebook: Path, build: Path) -> None:
+    """Drop a notebook's cached execution (if any) and touch it, so the next build executes it again."""
+    if (build / ".jupyter_cache").exists():
+        cache = _cache(build)
+        try:
+            cache.remove_cache(cache.match_cache_notebook(nbformat.read(notebook, as_version=4)).pk)
+        except KeyError:
+            pass
+    notebook.touch()
+
+
+def refresh(root: Path = REPO_ROOT, build: Path | None = None) -> dict[str, list[str]]:
+    """Invalidate what changed since the last build, and what failed in it.
+
+    Returns the chapter names ``{"wiped": ..., "stale": ..., "failed": ..., "always": ...}``.
+    """
+    build = build or root / "_build"
+    stamp_path = build / STAMP
+    chapters = toc_chapters(root)
+    current = dict(config=fingerprint.config_fingerprint(root),
+                   chapters={name: fingerprint.code_fingerprint(name, root) for name in chapters})
+    previous = json.loads(stamp_path.read_text()) if stamp_path.exists() else None
+    done: dict[str, list[str]] = dict(wiped=[], stale=[], failed=[], always=[])
+    if previous is None or previous.get("config") != current["config"]:
+        for stale in (build / ".jupyter_cache", build / ".doctrees", build / "html", build / "jupyter_execute"):
+            shutil.rmtree(stale, ignore_errors=True)
+        done["wiped"] = chapters
+    else:
+        done["stale"] = [name for name in chapters if previous["chapters"].get(name) != current["chapters"][name]]
+        done["failed"] = [p.stem for p in unexecuted(root, build) if p.stem not in done["stale"]]
+    done["always"] = [name for name in chapters if fingerprint.declaration(name).always_execute]
+    for name in done["stale"] + done["failed"] + done["always"]:
+        forget(root / "book" / f"{name}.ipynb", build)
+    build.mkdir(parents=True, exist_ok=True)
+    stamp_path.write_text(json.dumps(current, indent=1))
+    return done
+
+
+def unexecuted(root: Path = REPO_ROOT, build: Path | None = None) -> list[Path]:
+    """Notebooks in the toc whose current code has no successful cached execution."""
+    cache = _cache(build or root / "_build")
+    missing = []
+    for path in toc_notebooks(root):
+        try:
+            cache.match_cache_notebook(nbformat.read(path, as_version=4))
+        except KeyError:
+            missing.append(path)
+    return missing
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: ``refresh`` before a build, ``check`` after it."""
+    command = (argv or sys.argv[1:] or ["check"])[0]
+    if command == "refresh":
+        done = refresh()
+        if done["wiped"]:
+            print("book cache: wiped (first build, or the book configuration changed)")
+        else:
+            print(f"book cache: re-executing {done['stale'] or 'no chapter'} (code or data changed), "
+                  f"{done['failed'] or 'none'} (failed before), and {done['always']} (always)")
+        return 0
+    if command == "check":
+        missing = unexecuted()
+        for nb in missing:
+            print(f"book cache: {nb.relative_to(REPO_ROOT)} has no successful execution (it failed, or never ran)")
+        return 1 if missing else 0
+    print(f"usage: python -m lengthgen.book.bookcache refresh|check (got {command!r})")
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

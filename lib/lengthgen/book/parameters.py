@@ -1,0 +1,187 @@
+"""Typed chapter parameters: each chapter declares its parameters once, as a frozen dataclass.
+
+A chapter's notebook has one papermill ``parameters`` cell of literal assignments; the cell
+after it hands the notebook's names to the chapter's declaration (``Parameters`` in the
+chapter's analysis module, a subclass of :class:`ChapterParameters`). Every field carries its
+meaning and its valid range (:func:`parameter`); the class adds the rules that tie fields
+together and a memory estimate. :meth:`ChapterParameters.from_values` stops before any work
+with a :class:`ParameterError` naming the parameter, the rule and the valid range when a name
+is unknown or missing, a value has the wrong type, is NaN or infinite, is out of range, breaks
+a cross-field rule, or would need more memory than :data:`MEMORY_CEILING_GB`.
+
+Values given on a command line (``-p NAME VALUE``) are read by :func:`parse_value`: YAML, but
+``1e-3`` is a float (not the string YAML 1.1 makes of it) and ``010`` is an error, not the
+octal 8.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Self
+
+import yaml
+
+MEMORY_CEILING_GB = 8.0  # what a chapter may ask of an ordinary laptop
+DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+
+class ParameterError(ValueError):
+    """A chapter parameter is unknown, missing, of the wrong type, out of range or breaks a rule."""
+
+
+def parameter(doc: str, low: float | None = None, high: float | None = None, choices: tuple | None = None) -> Any:
+    """Declare one chapter parameter: what it means and its inclusive range or its choices."""
+    return field(metadata=dict(doc=doc, low=low, high=high, choices=choices))
+
+
+def _describe(kind: Any, meta: Mapping[str, Any]) -> str:
+    if meta["choices"] is not None:
+        return f"one of {list(meta['choices'])}"
+    lo = "-inf" if meta["low"] is None else repr(meta["low"])
+    hi = "inf" if meta["high"] is None else repr(meta["high"])
+    if typing.get_origin(kind) is tuple:
+        return f"a non-empty list of distinct {typing.get_args(kind)[0].__name__} in [{lo}, {hi}]"
+    if kind is str:
+        return "a string"
+    return f"{kind.__name__} in [{lo}, {hi}]"
+
+
+def _check_scalar(name: str, kind: type, meta: Mapping[str, Any], value: Any) -> Any:
+    rule = _describe(kind, meta)
+    ok = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value, ok = float(value), True
+    if not ok:
+        raise ParameterError(f"parameter {name!r} must be {rule}, got {value!r} ({type(value).__name__})")
+    if kind is float and not math.isfinite(value):
+        raise ParameterError(f"parameter {name!r} = {value!r} is not a finite number: must be {rule}")
+    if meta["choices"] is not None and value not in meta["choices"]:
+        raise ParameterError(f"parameter {name!r} must be {rule}, got {value!r}")
+    if (meta["low"] is not None and value < meta["low"]) or (meta["high"] is not None and value > meta["high"]):
+        raise ParameterError(f"parameter {name!r} = {value!r} is out of range: must be {rule}")
+    return value
+
+
+def _check(name: str, kind: Any, meta: Mapping[str, Any], value: Any) -> Any:
+    if typing.get_origin(kind) is tuple:
+        item = typing.get_args(kind)[0]
+        if not isinstance(value, (list, tuple)) or not value or len(set(value)) != len(value):
+            raise ParameterError(f"parameter {name!r} must be {_describe(kind, meta)}, got {value!r}")
+        return tuple(_check_scalar(f"{name}[{i}]", item, meta, v) for i, v in enumerate(value))
+    return _check_scalar(name, kind, meta, value)
+
+
+@dataclass(frozen=True)
+class ChapterParameters:
+    """Base of every chapter's parameter declaration. Subclasses are frozen dataclasses of :func:`parameter` fields."""
+
+    chapter: ClassVar[str] = ""
+    data_inputs: ClassVar[tuple[str, ...]] = ()  # repository folders whose files the chapter reads
+    always_execute: ClassVar[bool] = False  # re-executed on every build (pages that summarize other chapters)
+
+    @classmethod
+    def specs(cls) -> dict[str, tuple[Any, Mapping[str, Any]]]:
+        """``{name: (type, metadata)}`` of every parameter, in declaration order."""
+        hints = typing.get_type_hints(cls)
+        return {f.name: (hints[f.name], f.metadata) for f in fields(cls)}
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> Self:
+        """Validate ``values`` (names to values) and return the typed parameters, or raise :class:`ParameterError`."""
+        specs = cls.specs()
+        unknown = sorted(set(values) - set(specs))
+        if unknown:
+            raise ParameterError(f"unknown parameter(s) {unknown} for chapter {cls.chapter!r}; valid parameters: {sorted(specs)}")
+        missing = sorted(set(specs) - set(values))
+        if missing:
+            raise ParameterError(f"missing parameter(s) {missing} for chapter {cls.chapter!r}")
+        params = cls(**{name: _check(name, kind, meta, values[name]) for name, (kind, meta) in specs.items()})
+        params.check()
+        needed = params.memory_gb()
+        if needed > MEMORY_CEILING_GB:
+            raise ParameterError(f"these parameters need about {needed:.1f} GB of memory ({params.memory_rule()}), "
+                                 f"more than the ceiling of {MEMORY_CEILING_GB:g} GB: make the lengths or batches smaller")
+        return params
+
+    def check(self) -> None:
+        """Cross-field rules; raise :class:`ParameterError` naming the parameter, the rule and the valid range."""
+        device = getattr(self, "device", None)
+        if device is not None and not DEVICE_PATTERN.match(device):
+            raise ParameterError(f"parameter 'device' = {device!r} is not a device: must be 'auto', 'cpu', 'cuda' or 'cuda:N'")
+        if device is not None and device.startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():
+                raise ParameterError(f"parameter 'device' = {device!r}: torch sees no CUDA device here; use 'auto' or 'cpu'")
+
+    def memory_gb(self) -> float:
+        """Estimated peak memory of the chapter in GB (0 when negligible)."""
+        return 0.0
+
+    def memory_rule(self) -> str:
+        """How :meth:`memory_gb` is computed, in words, for the error message."""
+        return "negligible"
+
+    @classmethod
+    def describe(cls) -> str:
+        """A human-readable table of the parameters, their valid ranges and meanings."""
+        return "\n".join(f"{name:>24}: {_describe(kind, meta):<40} {meta['doc']}" for name, (kind, meta) in cls.specs().items())
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every parameter as plain Python values (lists for list parameters), for records and run keys."""
+        return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in fields(self)}
+
+
+_IPYTHON_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "open"}
+
+
+def user_names(namespace: Mapping[str, Any]) -> dict[str, Any]:
+    """The names a notebook's cells defined: not private, not IPython's, not modules, functions or classes."""
+    return {
+        name: value
+        for name, value in namespace.items()
+        if not name.startswith("_")
+        and name not in _IPYTHON_NAMES
+        and not isinstance(value, (types.ModuleType, types.FunctionType, type))
+    }
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML 1.1 safe loading with YAML 1.2 floats (``1e-3``) and no octal integers."""
+
+
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(\d[\d_]*)?\.?\d*[eE][-+]?\d+$|^[-+]?(\.\d+|\d[\d_]*\.\d*)([eE][-+]?\d+)?$"
+               r"|^[-+]?\.(inf|Inf|INF)$|^\.(nan|NaN|NAN)$"),
+    list("-+0123456789."),
+)
+_LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]+$")
+
+
+def _no_leading_zeros(node: Any, where: str) -> None:
+    if isinstance(node, yaml.ScalarNode) and node.style is None and _LEADING_ZERO.match(node.value):
+        raise ParameterError(f"{where}: {node.value!r} has a leading zero; write the integer without it "
+                             "(YAML would read it as octal)")
+    for child in getattr(node, "value", []) if isinstance(node, (yaml.SequenceNode, yaml.MappingNode)) else []:
+        for sub in child if isinstance(child, tuple) else (child,):
+            _no_leading_zeros(sub, where)
+
+
+def parse_yaml(text: str, where: str = "value") -> Any:
+    """YAML text to Python, with the strict number rules above."""
+    node = yaml.compose(text, Loader=_StrictLoader)
+    if node is None:
+        return None
+    _no_leading_zeros(node, where)
+    return yaml.load(text, Loader=_StrictLoader)
+
+
+def parse_value(name: str, text: str) -> Any:
+    """The value of ``-p NAME VALUE``: ``7``, ``0.5``, ``1e-3``, ``[3, 5]``, ``cpu`` (a leading zero is an error)."""
+    return parse_yaml(text, where=f"parameter {name!r}")

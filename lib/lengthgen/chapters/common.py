@@ -1,0 +1,84 @@
+"""What several chapters share: parameter groups, their rules, and the runs they train.
+
+Each chapter's ``Parameters`` (in its analysis module) is a frozen dataclass built from the
+groups below, so a parameter that several chapters use is declared once, with one meaning and
+one range.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..book.parameters import ChapterParameters, ParameterError, parameter
+from ..model.heads import HeadRunConfig
+
+GB = 1024**3
+
+
+@dataclass(frozen=True)
+class Seeds(ChapterParameters):
+    seeds: int = parameter("independent seeds per setting (0 .. seeds-1)", 1, 100)
+
+
+@dataclass(frozen=True)
+class Execution(ChapterParameters):
+    workers: int = parameter("worker processes, one torch thread each; results do not depend on it", 1, 256)
+    device: str = parameter("where tensors live: 'auto' (CUDA when available), 'cpu', 'cuda' or 'cuda:N'")
+
+
+@dataclass(frozen=True)
+class Task(ChapterParameters):
+    vocab: int = parameter("vocabulary size V", 2, 4096)
+    train_length: int = parameter("training sequence length T (tokens)", 4, 1024)
+    offsets: tuple[int, ...] = parameter("target offsets k, one set of seeds each (1 <= k < train_length)", 1, 1023)
+
+    def check(self) -> None:
+        super().check()
+        for k in self.offsets:
+            if not k < self.train_length:
+                raise ParameterError(f"parameter 'offsets' contains {k}, out of range: every offset must be in "
+                                     f"[1, train_length - 1] = [1, {self.train_length - 1}]")
+
+
+@dataclass(frozen=True)
+class Head(ChapterParameters):
+    dim: int = parameter("head dimension d (even: rotary planes pair coordinates)", 4, 512)
+
+    def check(self) -> None:
+        super().check()
+        if self.dim % 2:
+            raise ParameterError(f"parameter 'dim' = {self.dim} is out of range: must be even (rotary planes pair coordinates)")
+
+
+@dataclass(frozen=True)
+class HeadTraining(Seeds, Task, Head):
+    steps: int = parameter("Adam steps per run", 1, 100_000)
+    batch: int = parameter("training sequences per step", 1, 4096)
+    lr: float = parameter("Adam learning rate", 1e-6, 1.0)
+
+
+@dataclass(frozen=True)
+class LengthSweep(ChapterParameters):
+    length_factor: int = parameter("longest evaluated length, in multiples of T", 2, 1024)
+    eval_batch: int = parameter("evaluation sequences per length", 1, 65_536)
+
+    @property
+    def longest(self) -> int:
+        return self.length_factor * self.train_length  # type: ignore[attr-defined]
+
+
+def power_of_two_at_least(name: str, value: int, smallest: int, why: str) -> None:
+    """Raise unless ``value`` is a power of two and at least ``smallest``."""
+    if value < smallest or value & (value - 1):
+        raise ParameterError(f"parameter {name!r} = {value} is out of range: must be a power of two >= {smallest} ({why})")
+
+
+def head_run_configs(p: Any, kind: str, **overrides: Any) -> list[HeadRunConfig]:
+    """One single-head run per (offset, seed): ``p.offsets`` x ``0 .. p.seeds - 1``, trained on ``p.device``."""
+    shared = dict(dim=p.dim, vocab=p.vocab, train_length=p.train_length, steps=p.steps, batch=p.batch, lr=p.lr,
+                  device=p.device)
+    if hasattr(p, "length_factor"):
+        shared["max_length"] = p.length_factor * p.train_length
+    shared.update(overrides)
+    return [HeadRunConfig(kind=kind, offset=k, seed=seed, **shared) for k in p.offsets for seed in range(p.seeds)]

@@ -1,0 +1,14 @@
+"""The models and how they are trained and scored: everything a chapter measures is built here.
+
+Nothing in this package knows about chapters, notebooks or the book: it imports neither
+``lengthgen.chapters`` nor ``lengthgen.book`` (a test enforces the direction).
+
+- ``seeding``: one integer seed, separate random streams per purpose; the device a run uses.
+- ``tasks``: fixed-offset retrieval (``shift``) and ``copy``, sampled at any length.
+- ``encodings``: rotary position encoding (both pairings), frequency sets, rotation.
+- ``heads``: single position-only attention heads (RoPE, learned APE, linear rotary kernel) and their run configurations.
+- ``transformer``: a small GPT-style decoder with RoPE, learned APE or no positions, and its run configuration.
+- ``config``: the one configuration base.
+- ``training``: the base of every run configuration and the one training loop every model uses.
+- ``evaluation``: accuracy against sequence length (the one ``length_sweep``).
+"""

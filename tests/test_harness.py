@@ -1,0 +1,131 @@
+"""The chapter harness, the claims data and the claims summary's audit of records."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lengthgen.book import harness
+from lengthgen.book.fingerprint import code_cells, code_fingerprint, import_closure, notebook_hash
+from lengthgen.book.paths import BOOK_DIR, REPO_ROOT
+from lengthgen.book.records import ChapterRecord
+from lengthgen.chapters import claims_summary, parameters_of
+from lengthgen.chapters.claims import ROLES, claims_of, find
+from lengthgen.chapters.claims_summary import SUMMARY, audit, current_defaults, revisions
+
+
+@pytest.fixture(autouse=True)
+def quiet_glue(monkeypatch):
+    glued = {}
+    monkeypatch.setattr(harness, "glue", lambda name, value, display=False: glued.update({name: value}))
+    return glued
+
+
+def robustness(folder: Path) -> harness.Chapter:
+    return harness.Chapter("07_robustness", {"sweep_name": "single_head", "_records_folder": str(folder), "In": []})
+
+
+def test_chapter_deletes_its_record_at_start_and_writes_it_at_finish(tmp_path, quiet_glue):
+    old = tmp_path / "07_robustness.json"
+    old.write_text("{}")
+    chapter = robustness(tmp_path)
+    assert not old.exists(), "a chapter that stops before its claim check must leave no record"
+    assert quiet_glue["thr_missing_runs"] == 0
+    chapter.check("missing_runs", 0)
+    chapter.check("error_runs", 0)
+    chapter.report("sweep_checks_failed", 3)
+    record = chapter.finish()
+    data = json.loads(old.read_text())
+    assert data["code_fingerprint"] == code_fingerprint("07_robustness") == record.code_fingerprint
+    assert data["notebook_hash"] == notebook_hash(BOOK_DIR / "07_robustness.ipynb")
+    assert data["parameters"] == {"sweep_name": "single_head"} and data["created_utc"].endswith("+00:00")
+    assert "wall_time" in quiet_glue and data["machine"]["torch"]
+
+
+def test_failed_claim_is_recorded_then_raised(tmp_path):
+    chapter = robustness(tmp_path)
+    chapter.check("missing_runs", 2)
+    chapter.check("error_runs", 0)
+    with pytest.raises(AssertionError, match="missing_runs"):
+        chapter.finish()
+    assert json.loads((tmp_path / "07_robustness.json").read_text())["checks"][0]["passed"] is False
+
+
+def test_claims_must_be_registered_and_used_as_registered(tmp_path):
+    chapter = robustness(tmp_path)
+    with pytest.raises(KeyError, match="not registered"):
+        chapter.check("made_up", 1.0)
+    with pytest.raises(ValueError, match="registered as reported"):
+        chapter.check("sweep_checks_failed", 1)
+    with pytest.raises(ValueError, match="registered with a threshold"):
+        chapter.report("missing_runs", 1)
+    with pytest.raises(AssertionError, match="never checked"):
+        chapter.finish()
+
+
+def test_bad_parameters_stop_the_harness_before_any_work(tmp_path):
+    (tmp_path / "07_robustness.json").write_text("{}")
+    with pytest.raises(Exception, match="names no committed sweep"):
+        harness.Chapter("07_robustness", {"sweep_name": "nope", "_records_folder": str(tmp_path)})
+
+
+def test_claims_data_is_complete_and_consistent():
+    notebooks = {p.stem: "\n".join(code_cells(p)) for p in BOOK_DIR.glob("[0-9][0-9]_*.ipynb")}
+    for chapter in notebooks:
+        claims = list(claims_of(chapter).values())
+        names = [c.name for c in claims]
+        assert len(names) == len(set(names)), chapter
+        p = parameters_of(chapter).from_values(current_defaults(chapter))
+        for claim in claims:
+            assert claim.role in ROLES and claim.reason, (chapter, claim.name)
+            assert (claim.role == "reported") == (not claim.comparison), (chapter, claim.name)
+            if claim.comparison:
+                assert claim.threshold_for(p) == claim.threshold_for(p)  # a number, not NaN
+            used = f'"{claim.name}"' in notebooks[chapter] or "fix_margin_" in claim.name
+            assert used, f"{chapter}: registered claim {claim.name} is never checked or reported by the notebook"
+    assert find("01_equivariance", "toeplitz_f32").threshold_text == "10 L eps_32"
+    assert len(revisions()) >= 6  # every threshold set after seeing numbers carries its note
+
+
+def write_record(folder: Path, chapter: str, **changes) -> None:
+    record = ChapterRecord(chapter, current_defaults(chapter))
+    record.check("x", "a claim", 1.0, "==", 1.0)
+    record.code_fingerprint = code_fingerprint(chapter)
+    record.notebook_hash = notebook_hash(BOOK_DIR / f"{chapter}.ipynb")
+    for key, value in changes.items():
+        setattr(record, key, value)
+    record.save(folder / f"{chapter}.json")
+
+
+def test_audit_accepts_current_records_and_names_every_other_kind(tmp_path):
+    chapters = [c for c in claims_summary.toc_chapters() if c != SUMMARY]
+    for chapter in chapters:
+        write_record(tmp_path, chapter)
+    result = audit(tmp_path)
+    assert result.chapters == chapters and not (result.missing or result.stale or result.foreign)
+    assert len(result.records) == len(chapters) and result.failed.empty
+    (tmp_path / chapters[2]).with_suffix(".json").unlink()  # failed before its claim check
+    write_record(tmp_path, chapters[0], code_fingerprint="0" * 64)  # made by other code
+    write_record(tmp_path, chapters[1], parameters={**current_defaults(chapters[1]), "seeds": 1})  # a manual rerun
+    (tmp_path / "05_deleted_chapter.json").write_text(json.dumps(dict(chapter="05_deleted_chapter", checks=[])))
+    bad = ChapterRecord(chapters[3], current_defaults(chapters[3]))
+    bad.check("y", "a failing claim", 0.0, ">", 1.0)
+    bad.code_fingerprint, bad.notebook_hash = code_fingerprint(chapters[3]), notebook_hash(BOOK_DIR / f"{chapters[3]}.ipynb")
+    bad.save(tmp_path / f"{chapters[3]}.json")
+    result = audit(tmp_path)
+    assert result.missing == [chapters[2]]
+    assert set(result.stale) == {chapters[0], chapters[1]}
+    assert "other code" in result.stale[chapters[0]] and "other parameters" in result.stale[chapters[1]]
+    assert result.foreign == ["05_deleted_chapter"]
+    assert list(result.failed.name) == ["y"]
+
+
+def test_import_closure_follows_relative_imports():
+    files = {p.relative_to(REPO_ROOT).as_posix() for p in import_closure(["from lengthgen.chapters.carrier import wrap"],
+                                                                            REPO_ROOT / "lib")}
+    assert "lib/lengthgen/chapters/carrier.py" in files and "lib/lengthgen/model/heads.py" in files
+    assert "lib/lengthgen/chapters/__init__.py" in files and "lib/lengthgen/__init__.py" in files
+    assert "lib/lengthgen/model/transformer.py" not in files  # a single-head chapter does not depend on the transformer
+    assert "lib/lengthgen/chapters/dilution_law.py" not in files
+    chapter_one = {p.name for p in import_closure(code_cells(BOOK_DIR / "01_equivariance.ipynb"), REPO_ROOT / "lib")}
+    assert "transfer.py" not in chapter_one, "a chapter's fingerprint must not cover other chapters' code or claims"
