@@ -9,7 +9,7 @@ from lengthgen.model.evaluation import length_sweep, metric_positions
 from lengthgen.model.heads import ApeHead, HeadRunConfig, LinearRunConfig, RopeHead, offset_features, unit_key
 from lengthgen.model.seeding import generator, resolve_device
 from lengthgen.model.tasks import sample_tokens, shift_batch
-from lengthgen.model.training import RunConfig, train
+from lengthgen.model.training import RunConfig, train, train_together
 from lengthgen.model.transformer import NetworkRunConfig, TransformerConfig
 
 SMALL = HeadRunConfig(dim=16, vocab=8, train_length=12, offset=3, batch=16, steps=40, max_length=64)
@@ -182,3 +182,40 @@ def test_every_tensor_is_made_on_the_device_of_its_inputs():
             if hasattr(model, "predict"):
                 sweep = length_sweep(model, cfg, [12, 30], 4, out_of_range_queries=5)
                 assert len(sweep) and sweep.accuracy.between(0, 1).all()
+
+
+@pytest.mark.parametrize("base", [SMALL.with_(kind="rope"), SMALL.with_(kind="ape"),
+                                  NetworkRunConfig(model=TransformerConfig(vocab=8, dim=16, heads=2, max_length=32),
+                                                   train_length=12, offset=2, steps=15, batch=4),
+                                  LinearRunConfig(dim=16, vocab=8, train_length=12, offset=3, steps=40, batch=8, lr=0.05)],
+                         ids=["rope head", "ape head", "transformer", "linear kernel"])
+def test_replicas_trained_together_match_training_alone(base):
+    """Bitwise for the heads and the transformer; the linear kernel (float64) within 1e-12 relative."""
+    configs = [base.with_(seed=s) for s in range(3)]
+    together = train_together(configs)
+    for cfg, stacked in zip(configs, together, strict=True):
+        alone = train(cfg)
+        assert stacked.config == cfg and stacked.initial_state.keys() == alone.initial_state.keys()
+        for (name, a), (_, b) in zip(alone.model.named_parameters(), stacked.model.named_parameters(), strict=True):
+            if isinstance(base, LinearRunConfig):
+                assert float((a - b).abs().max() / a.abs().max()) < 1e-12, name
+            else:
+                assert torch.equal(a, b), name
+        if not isinstance(base, LinearRunConfig):
+            assert stacked.losses == alone.losses
+
+
+def test_only_runs_that_differ_in_their_seed_train_together():
+    with pytest.raises(ValueError, match="differ only in their seed"):
+        train_together([SMALL, SMALL.with_(seed=1, lr=0.5)])
+
+
+def test_seed_stacks_group_by_everything_but_the_seed_and_keep_workers_busy():
+    from lengthgen.chapters.common import MAX_STACK, seed_stacks
+
+    configs = [SMALL.with_(seed=s, offset=k) for k in (2, 3) for s in range(12)]
+    stacks = seed_stacks(configs, workers=2)
+    assert sorted(i for s in stacks for i in s) == list(range(len(configs)))
+    assert all(len({configs[i].offset for i in s}) == 1 and len(s) <= MAX_STACK for s in stacks)
+    assert len(seed_stacks(configs[:3], workers=2)) == 2  # one group split so both workers train
+    assert len(seed_stacks(configs[:1], workers=2)) == 1

@@ -6,11 +6,10 @@ import torch
 
 from lengthgen.chapters.transfer import (
     Parameters,
-    TransferJob,
     content_averaged_kernels,
     head_target_mass,
     last_query_masses,
-    run_job,
+    measure_network,
     shift_deviation,
 )
 from lengthgen.model.encodings import identifiable_base, rope_frequencies, rotation_matrix
@@ -116,7 +115,7 @@ def test_transfer_measurements_on_a_tiny_network():
     assert kernels[1, 0, 3] == pytest.approx(float(torch.diagonal(logits, -3, 1, 2).mean()), rel=1e-5)
     [(target, hijacked)] = last_query_masses(run, [(1, 0, kernels[1, 0])], [12, 20], 2)
     assert len(target) == 2 and all(0 <= v <= 1 for v in target + hijacked)
-    out = run_job(TransferJob("RoPE", cfg, params))
+    out = measure_network(run, ("RoPE", params))
     assert {"sweep", "shift_f64", "heads", "kernels"} <= set(out)
     assert len(out["heads"]) == 4  # retrieval_mass = 0 keeps every head
     sweep = length_sweep(run.model, cfg, [12, 24], 4, sequence_chunk=2)

@@ -1,4 +1,4 @@
-"""Keeping the book's execution cache honest: ``python -m lengthgen.book.bookcache refresh|check``.
+"""Keeping the book's execution cache honest: ``python -m lengthgen.book.bookcache build|refresh|check``.
 
 The notebook execution cache (jupyter-cache) keys each chapter on its code cells only. Before
 each build, :func:`refresh` compares every chapter's code fingerprint (its pins, the library
@@ -8,6 +8,9 @@ changed and touches its notebook so Sphinx reads it again. A change of the book 
 or the Makefile wipes the whole cache. Chapters whose ``Parameters.always_execute`` is set (the
 claims summary, which reads the other chapters' records) are dropped on every build. A warm
 build with nothing changed therefore executes only those pages and takes seconds.
+
+``build`` (what ``make book`` runs) is ``refresh``, ``jupyter-book build`` with warnings as errors,
+then ``check``.
 
 After a build, :func:`unexecuted` lists the chapters without a successful cached execution:
 Sphinx does not re-read unchanged files, so a chapter that failed once would otherwise pass
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -111,11 +115,29 @@ def unexecuted(root: Path = REPO_ROOT, build: Path | None = None) -> list[Path]:
     return missing
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command line: ``refresh`` before a build, ``check`` after it."""
+def jupyter_book() -> str:
+    """The ``jupyter-book`` command of this environment."""
+    beside = Path(sys.executable).with_name("jupyter-book")
+    return str(beside) if beside.exists() else "jupyter-book"
+
+
+def build(root: Path = REPO_ROOT) -> int:
+    """Refresh the cache, build the HTML book (warnings are errors), then check every chapter executed; 0 if all went well."""
+    main(["refresh"], root)
+    code = subprocess.run([jupyter_book(), "build", str(root), "--builder", "html", "-W", "-n", "--keep-going"],
+                          cwd=root).returncode
+    return main(["check"], root) or code
+
+
+def main(argv: list[str] | None = None, root: Path = REPO_ROOT) -> int:
+    """Command line: ``build`` (all of it), or ``refresh`` before a build and ``check`` after it."""
     command = (argv or sys.argv[1:] or ["check"])[0]
+    if command == "build":
+        code = build(root)
+        print(f"book: {'open _build/html/index.html' if code == 0 else 'the build failed'}")
+        return code
     if command == "refresh":
-        done = refresh()
+        done = refresh(root)
         if done["wiped"]:
             print("book cache: wiped (first build, or the book configuration changed)")
         else:
@@ -123,11 +145,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"{done['failed'] or 'none'} (failed before), and {done['always']} (always)")
         return 0
     if command == "check":
-        missing = unexecuted()
+        missing = unexecuted(root)
         for nb in missing:
-            print(f"book cache: {nb.relative_to(REPO_ROOT)} has no successful execution (it failed, or never ran)")
+            print(f"book cache: {nb.relative_to(root)} has no successful execution (it failed, or never ran)")
         return 1 if missing else 0
-    print(f"usage: python -m lengthgen.book.bookcache refresh|check (got {command!r})")
+    print(f"usage: python -m lengthgen.book.bookcache build|refresh|check (got {command!r})")
     return 2
 
 

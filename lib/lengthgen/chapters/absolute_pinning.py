@@ -7,13 +7,12 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 import torch
 
-from ..book.parallel import map_runs
 from ..book.parameters import ParameterError, parameter
 from ..model.evaluation import doubling_lengths, length_sweep
-from ..model.heads import ApeHead, HeadRunConfig
-from ..model.training import TrainedRun, train
+from ..model.heads import ApeHead
+from ..model.training import TrainedRun
 from .claims import Claim, reported
-from .common import GB, Execution, HeadTraining, LengthSweep, head_run_configs
+from .common import GB, Execution, HeadTraining, LengthSweep, head_run_configs, map_stacked
 from .stats import binomial_interval
 
 DEFAULT_TABLE_INIT_STD = 0.02  # the GPT-2 convention for learned position tables
@@ -119,13 +118,11 @@ class PinningStudy:
     argmax: pd.DataFrame  # table_init_std, offset, seed, query, key (argmax key of every query at the longest length)
 
 
-def train_and_measure(
-    job: tuple[str, float, HeadRunConfig, list[int], int],
-) -> tuple[TrainedRun, dict, pd.DataFrame, pd.DataFrame]:
-    """One worker's job: train a head, sweep its accuracy, and for APE measure its table and its pin."""
-    encoding, std, cfg, lengths, eval_batch = job
-    run = train(cfg)
-    head, T, longest = run.model, cfg.train_length, lengths[-1]
+def measure_run(run: TrainedRun, job: tuple[str, float, list[int], int]) -> tuple[TrainedRun, dict, pd.DataFrame, pd.DataFrame]:
+    """In the worker, after training: sweep the head's accuracy, and for APE measure its table and its pin."""
+    encoding, std, lengths, eval_batch = job
+    cfg, head = run.config, run.model
+    T, longest = cfg.train_length, lengths[-1]
     label = dict(encoding=encoding, table_init_std=std, offset=cfg.offset, seed=cfg.seed)
     sweep = length_sweep(head, cfg, lengths, eval_batch, out_of_range_queries=512).assign(**label)
     row, argmax = dict(label), pd.DataFrame()
@@ -145,10 +142,10 @@ def pinning_study(p: Parameters, progress: bool = True) -> PinningStudy:
         ("APE", p.ablation_table_init_std): head_run_configs(p, "ape", table_init_std=p.ablation_table_init_std),
         ("RoPE", 0.0): head_run_configs(p, "rope"),
     }
-    jobs = [(encoding, std, cfg, lengths, p.eval_batch) for (encoding, std), cfgs in groups.items() for cfg in cfgs]
-    results = map_runs(train_and_measure, jobs, workers=p.workers, progress=progress, desc="train + measure")
+    jobs = [(cfg, (encoding, std, lengths, p.eval_batch)) for (encoding, std), cfgs in groups.items() for cfg in cfgs]
+    results = map_stacked(measure_run, jobs, p.workers, progress)
     runs: dict[tuple[str, float], list[TrainedRun]] = {key: [] for key in groups}
-    for (encoding, std, *_), (run, *_rest) in zip(jobs, results, strict=True):
+    for (_, (encoding, std, *_)), (run, *_rest) in zip(jobs, results, strict=True):
         runs[(encoding, std)].append(run)
     _, rows, sweeps, argmax = zip(*results, strict=True)
     return PinningStudy(runs, pd.DataFrame(list(rows)), pd.concat(sweeps, ignore_index=True),

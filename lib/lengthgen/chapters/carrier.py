@@ -27,14 +27,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..book.parallel import map_runs
 from ..book.parameters import parameter
 from ..model.encodings import plane_index
 from ..model.heads import HeadRunConfig, RopeHead
 from ..model.seeding import derive_seed
-from ..model.training import TrainedRun, train
+from ..model.training import TrainedRun
 from .claims import Claim, reported
-from .common import Execution, HeadTraining, head_run_configs
+from .common import Execution, HeadTraining, head_run_configs, map_stacked
 
 
 @dataclass(frozen=True)
@@ -254,18 +253,16 @@ def measure_run(
     return row, per_plane, spectra, profiles
 
 
-def train_and_measure(job: tuple[HeadRunConfig, Parameters]) -> tuple[dict, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """One worker's job: train a head and measure its carrier (null draws seeded by the run)."""
-    cfg, p = job
-    rng = np.random.default_rng(derive_seed(cfg.seed, f"carrier-null-{cfg.offset}"))
-    return measure_run(train(cfg), p, rng)
+def measure_trained(run: TrainedRun, p: Parameters) -> tuple[dict, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """In the worker, after training: measure the head's carrier (null draws seeded by the run)."""
+    rng = np.random.default_rng(derive_seed(run.config.seed, f"carrier-null-{run.config.offset}"))
+    return measure_run(run, p, rng)
 
 
 def carrier_study(p: Parameters, progress: bool = True) -> CarrierStudy:
     """Train RoPE heads over offsets x seeds and measure each one's carrier, in ``p.workers`` processes."""
     configs = head_run_configs(p, "rope", rope_base=p.rope_base)
-    measured = map_runs(train_and_measure, [(cfg, p) for cfg in configs], workers=p.workers,
-                        progress=progress, desc="train + measure")
+    measured = map_stacked(measure_trained, [(cfg, p) for cfg in configs], p.workers, progress)
     rows, planes, spectra, profiles = zip(*measured, strict=True)
     return CarrierStudy(configs, pd.DataFrame(list(rows)), pd.concat(planes, ignore_index=True),
                         pd.concat(spectra, ignore_index=True), pd.concat(profiles, ignore_index=True))

@@ -7,11 +7,14 @@ one range.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..book.parallel import map_runs
 from ..book.parameters import ChapterParameters, ParameterError, parameter
 from ..model.heads import HeadRunConfig
+from ..model.training import RunConfig, TrainedRun, stack_key, train_together
 
 GB = 1024**3
 
@@ -82,3 +85,44 @@ def head_run_configs(p: Any, kind: str, **overrides: Any) -> list[HeadRunConfig]
         shared["max_length"] = p.length_factor * p.train_length
     shared.update(overrides)
     return [HeadRunConfig(kind=kind, offset=k, seed=seed, **shared) for k in p.offsets for seed in range(p.seeds)]
+
+
+MAX_STACK = 10  # replicas trained together as one stacked model
+
+
+def seed_stacks(configs: list[RunConfig], workers: int) -> list[list[int]]:
+    """Indices of ``configs`` in groups that differ only in their seed (trained together), split so that
+    every worker gets a group where possible and no group exceeds :data:`MAX_STACK` replicas."""
+    groups: dict[RunConfig, list[int]] = {}
+    for i, cfg in enumerate(configs):
+        groups.setdefault(stack_key(cfg), []).append(i)
+    stacks = [idx[j : j + MAX_STACK] for idx in groups.values() for j in range(0, len(idx), MAX_STACK)]
+    while len(stacks) < workers and max(len(s) for s in stacks) > 1:
+        largest = max(range(len(stacks)), key=lambda i: len(stacks[i]))
+        group = stacks.pop(largest)
+        half = (len(group) + 1) // 2
+        stacks += [group[:half], group[half:]]
+    return sorted(stacks, key=lambda s: -configs[s[0]].steps * len(s))  # longest first, so no worker is left alone at the end
+
+
+def _train_stack_and_measure(job: tuple[Callable[[TrainedRun, Any], Any], list[RunConfig], list[Any]]) -> list[Any]:
+    measure, configs, extras = job
+    return [measure(run, extra) for run, extra in zip(train_together(configs), extras, strict=True)]
+
+
+def map_stacked(measure: Callable[[TrainedRun, Any], Any], jobs: list[tuple[RunConfig, Any]], workers: int,
+                progress: bool = True, desc: str = "train + measure") -> list[Any]:
+    """``[measure(train(cfg), extra) for cfg, extra in jobs]``, with runs that differ only in their seed trained
+    together (:func:`lengthgen.model.training.train_together`) in ``workers`` processes; results in job order.
+
+    ``measure`` must be importable (a module-level function): it runs in the worker, next to the trained model.
+    """
+    configs = [cfg for cfg, _ in jobs]
+    stacks = seed_stacks(configs, workers)
+    work = [(measure, [configs[i] for i in stack], [jobs[i][1] for i in stack]) for stack in stacks]
+    results: list[Any] = [None] * len(jobs)
+    for stack, measured in zip(stacks, map_runs(_train_stack_and_measure, work, workers=workers, progress=progress,
+                                                desc=desc), strict=True):
+        for i, value in zip(stack, measured, strict=True):
+            results[i] = value
+    return results

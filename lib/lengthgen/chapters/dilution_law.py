@@ -33,15 +33,14 @@ import torch
 from scipy.special import i0
 from scipy.stats import norm
 
-from ..book.parallel import map_runs
 from ..book.parameters import parameter
 from ..model.evaluation import doubling_lengths
 from ..model.heads import HeadRunConfig, RopeHead
 from ..model.seeding import generator
-from ..model.training import TrainedRun, train
+from ..model.training import TrainedRun
 from .carrier import Planes, plane_sum, planes_of
 from .claims import Claim, reported
-from .common import GB, Execution, HeadTraining, head_run_configs
+from .common import GB, Execution, HeadTraining, head_run_configs, map_stacked
 from .equivariance import offset_profile
 
 
@@ -300,12 +299,11 @@ def measure_run(run: TrainedRun, p: Parameters, lengths: list[int]) -> tuple[pd.
     return curves, summary
 
 
-def train_and_measure(job: tuple[HeadRunConfig, Parameters, list[int]]) -> tuple[pd.DataFrame, dict, np.ndarray]:
-    """One worker's job: train a head, measure it, and return its tables and its kernel on ``[0, 4T)``."""
-    cfg, p, lengths = job
-    run = train(cfg)
+def measure_trained(run: TrainedRun, job: tuple[Parameters, list[int]]) -> tuple[pd.DataFrame, dict, np.ndarray]:
+    """In the worker, after training: measure the head and return its tables and its kernel on ``[0, 4T)``."""
+    p, lengths = job
     curves, summary = measure_run(run, p, lengths)
-    profile = offset_profile(run.model, 4 * cfg.train_length).numpy()
+    profile = offset_profile(run.model, 4 * run.config.train_length).numpy()
     return curves, summary, profile
 
 
@@ -316,8 +314,7 @@ def dilution_study(p: Parameters, progress: bool = True) -> DilutionStudy:
     """
     lengths = doubling_lengths(p.train_length, p.length_factor)
     configs = head_run_configs(p, "rope")
-    jobs = [(cfg, p, lengths) for cfg in configs]
-    measured = map_runs(train_and_measure, jobs, workers=p.workers, progress=progress, desc="train + sweep")
+    measured = map_stacked(measure_trained, [(cfg, (p, lengths)) for cfg in configs], p.workers, progress)
     curves, summaries, profiles = zip(*measured, strict=True)
     kernels = pd.concat([pd.DataFrame(dict(offset=cfg.offset, seed=cfg.seed, delta=np.arange(len(prof)), logit=prof))
                          for cfg, prof in zip(configs, profiles, strict=True)], ignore_index=True)

@@ -8,13 +8,12 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from ..book.parallel import map_runs
 from ..book.parameters import parameter
 from ..model.evaluation import doubling_lengths, length_sweep
-from ..model.heads import HeadRunConfig, PositionOnlyHead, RopeHead
-from ..model.training import TrainedRun, train
+from ..model.heads import PositionOnlyHead, RopeHead
+from ..model.training import TrainedRun
 from .claims import Claim, f32_toeplitz
-from .common import GB, Execution, HeadTraining, LengthSweep, head_run_configs
+from .common import GB, Execution, HeadTraining, LengthSweep, head_run_configs, map_stacked
 
 
 @dataclass(frozen=True)
@@ -114,11 +113,11 @@ class EquivarianceStudy:
     renormalized: pd.DataFrame  # offset, seed, length, delta, attention (length-L pattern on offsets < T, renormalized)
 
 
-def train_and_measure(job: tuple[HeadRunConfig, list[int], int]) -> tuple[TrainedRun, dict, pd.DataFrame, pd.DataFrame]:
-    """One worker's job: train a rotary head, test its exact equivariance and sweep its accuracy over lengths."""
-    cfg, lengths, eval_batch = job
-    run = train(cfg)
-    head, T, longest = run.model, cfg.train_length, lengths[-1]
+def measure_run(run: TrainedRun, job: tuple[list[int], int]) -> tuple[TrainedRun, dict, pd.DataFrame, pd.DataFrame]:
+    """In the worker, after training: test the head's exact equivariance and sweep its accuracy over lengths."""
+    lengths, eval_batch = job
+    cfg, head = run.config, run.model
+    T, longest = cfg.train_length, lengths[-1]
     exact = dict(
         offset=cfg.offset,
         seed=cfg.seed,
@@ -140,8 +139,7 @@ def equivariance_study(p: Parameters, progress: bool = True) -> EquivarianceStud
     """Train RoPE heads over offsets x seeds and measure exact equivariance and accuracy vs length."""
     lengths = doubling_lengths(p.train_length, p.length_factor)
     configs = head_run_configs(p, "rope", rope_base=p.rope_base, rope_convention=p.rope_convention)
-    results = map_runs(train_and_measure, [(cfg, lengths, p.eval_batch) for cfg in configs], workers=p.workers,
-                       progress=progress, desc="train + measure")
+    results = map_stacked(measure_run, [(cfg, (lengths, p.eval_batch)) for cfg in configs], p.workers, progress)
     runs, exact, acc, renorm = zip(*results, strict=True)
     return EquivarianceStudy(list(runs), pd.DataFrame(list(exact)), pd.concat(acc, ignore_index=True),
                              pd.concat(renorm, ignore_index=True))

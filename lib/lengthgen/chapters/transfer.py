@@ -25,17 +25,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..book.parallel import map_runs
 from ..book.parameters import ParameterError, parameter
 from ..model.encodings import identifiable_base
 from ..model.evaluation import doubling_lengths, length_sweep
 from ..model.seeding import derive_seed, generator
 from ..model.tasks import task_batch
-from ..model.training import TrainedRun, train
+from ..model.training import TrainedRun
 from ..model.transformer import NetworkRunConfig, TransformerConfig
 from .carrier import coherence, null_coherence, planes_from_vectors, wrap
 from .claims import Claim, f32_toeplitz, reported
-from .common import GB, Execution, LengthSweep, Seeds, Task, power_of_two_at_least
+from .common import GB, Execution, LengthSweep, Seeds, Task, map_stacked, power_of_two_at_least
 
 EVAL_SEQUENCE_CHUNK = 16  # sequences per forward pass when scoring accuracy
 
@@ -228,21 +227,14 @@ def last_query_masses(
     return out
 
 
-@dataclass
-class TransferJob:
-    label: str  # e.g. "RoPE", "APE", "NoPE", "RoPE, 2 heads"
-    config: NetworkRunConfig
-    params: Parameters
-
-
-def run_job(job: TransferJob) -> dict:
-    """Train one network and measure everything the chapter needs (executed in a worker)."""
-    run = train(job.config)
-    cfg, p = job.config, job.params
+def measure_network(run: TrainedRun, job: tuple[str, Parameters]) -> dict:
+    """In the worker, after training: measure everything the chapter needs of one network (``job``: its label, the parameters)."""
+    label, p = job
+    cfg = run.config
     lengths = doubling_lengths(cfg.train_length, p.length_factor)
     sweep = length_sweep(run.model, cfg, lengths, p.eval_batch, sequence_chunk=EVAL_SEQUENCE_CHUNK).assign(
-        label=job.label, task=cfg.task, offset=cfg.offset, seed=cfg.seed)
-    out = dict(label=job.label, task=cfg.task, offset=cfg.offset, seed=cfg.seed, sweep=sweep,
+        label=label, task=cfg.task, offset=cfg.offset, seed=cfg.seed)
+    out = dict(label=label, task=cfg.task, offset=cfg.offset, seed=cfg.seed, sweep=sweep,
                final_loss=float(np.mean(run.losses[-50:])))
     if cfg.task != "shift":
         return out
@@ -253,15 +245,15 @@ def run_job(job: TransferJob) -> dict:
     if cfg.model.encoding == "ape":
         out["ape_rows_untouched"] = ape_rows_untouched(run)
     if cfg.model.encoding == "rope":
-        rng = np.random.default_rng(derive_seed(cfg.seed, f"transfer-null-{job.label}"))
+        rng = np.random.default_rng(derive_seed(cfg.seed, f"transfer-null-{label}"))
         heads, kernels = analyse_rope_run(run, p, rng)
         chosen = [(row["layer"], row["head"],
                    kernels[(kernels.layer == row["layer"]) & (kernels["head"] == row["head"])].kernel.to_numpy())
                   for row in heads]
         for row, (target, hijacked) in zip(heads, last_query_masses(run, chosen, lengths, p.kernel_batch), strict=True):
             row["mass_by_length"], row["hijacked_by_length"] = target, hijacked
-        out["heads"] = [dict(row, label=job.label, offset=cfg.offset, seed=cfg.seed) for row in heads]
-        out["kernels"] = kernels.assign(label=job.label, offset=cfg.offset, seed=cfg.seed)
+        out["heads"] = [dict(row, label=label, offset=cfg.offset, seed=cfg.seed) for row in heads]
+        out["kernels"] = kernels.assign(label=label, offset=cfg.offset, seed=cfg.seed)
     return out
 
 
@@ -281,17 +273,16 @@ def transfer_variants(p: Parameters) -> list[tuple[str, TransformerConfig]]:
 COPY_VARIANTS = ("RoPE", "RoPE, all planes identifiable", "APE")
 
 
-def transfer_jobs(p: Parameters) -> list[TransferJob]:
-    """Every variant on shift (``seeds`` each per offset), and the copy variants (``copy_seeds`` each)."""
+def transfer_jobs(p: Parameters) -> list[tuple[NetworkRunConfig, tuple[str, Parameters]]]:
+    """Every variant on shift (``seeds`` each per offset), and the copy variants (``copy_seeds`` each), with their labels."""
     shared = dict(train_length=p.train_length, batch=p.batch, lr=p.lr, device=p.device)
     variants = transfer_variants(p)
-    jobs = [TransferJob(label, NetworkRunConfig(model=model, task="shift", offset=k, steps=p.steps, seed=seed, **shared), p)
+    jobs = [(NetworkRunConfig(model=model, task="shift", offset=k, steps=p.steps, seed=seed, **shared), (label, p))
             for label, model in variants for k in p.offsets for seed in range(p.seeds)]
-    jobs += [TransferJob(label, NetworkRunConfig(model=model, task="copy", offset=p.offsets[0], steps=p.copy_steps, seed=seed,
-                                                 **shared), p)
+    jobs += [(NetworkRunConfig(model=model, task="copy", offset=p.offsets[0], steps=p.copy_steps, seed=seed, **shared),
+              (label, p))
              for label, model in variants if label in COPY_VARIANTS for seed in range(p.copy_seeds)]
-    # longest jobs first, so the last worker is not left alone with a long copy run
-    return sorted(jobs, key=lambda job: -job.config.steps)
+    return jobs
 
 
 HEAD_COLUMNS = ["label", "offset", "seed", "layer", "head", "mass_in_range", "kernel_argmax", "mean_kernel_argmax", "coherence",
@@ -309,7 +300,7 @@ class TransferStudy:
 
 def transfer_study(p: Parameters, progress: bool = True) -> TransferStudy:
     """Train every network of the chapter in ``p.workers`` processes and collect the tables."""
-    results = map_runs(run_job, transfer_jobs(p), workers=p.workers, progress=progress, desc="networks")
+    results = map_stacked(measure_network, transfer_jobs(p), p.workers, progress, desc="networks")
     accuracy = pd.concat([r["sweep"] for r in results], ignore_index=True)
     scalar = ("label", "task", "offset", "seed", "final_loss", "shift_f64", "shift_f32", "ape_rows_untouched")
     runs = pd.DataFrame([{key: r.get(key, np.nan) for key in scalar} for r in results])

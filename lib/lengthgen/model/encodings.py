@@ -74,10 +74,8 @@ def rotate(x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, conven
     angles = positions.to(device=freqs.device, dtype=freqs.dtype)[:, None] * freqs[None, :]
     cos, sin = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)
     x1, x2 = x[..., first], x[..., second]
-    out = torch.empty(torch.broadcast_shapes(x.shape, (positions.shape[0], dim)), dtype=x.dtype, device=x.device)
-    out[..., first] = x1 * cos - x2 * sin
-    out[..., second] = x1 * sin + x2 * cos
-    return out
+    rotated = torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # planes' first, then second coordinates
+    return rotated[..., torch.argsort(torch.cat([first, second]))]  # back to the convention's coordinate order
 
 
 def rotation_matrix(position: float, freqs: torch.Tensor, convention: Convention = "half") -> torch.Tensor:

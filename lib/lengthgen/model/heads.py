@@ -27,7 +27,7 @@ from torch import nn
 
 from .encodings import Convention, full_band_frequencies, rope_frequencies, rotate
 from .seeding import generator
-from .tasks import IGNORE, sequence_cross_entropy
+from .tasks import sequence_cross_entropy
 from .training import Optimizer, RunConfig
 
 HeadKind = Literal["rope", "ape"]
@@ -69,11 +69,17 @@ class PositionOnlyHead(nn.Module):
         return sequence_cross_entropy(logits, targets)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Vocabulary logits ``(batch, length, vocab)`` at every position of ``tokens``."""
-        attn = self.attention(tokens.shape[1]).to(self.value.dtype)
-        onehot = nn.functional.one_hot(tokens, self.vocab).to(attn.dtype)
-        mass = attn @ onehot  # (batch, length, vocab): attention mass per token value
-        return mass @ self.readout_matrix()
+        """Vocabulary logits ``(batch, length, vocab)`` at every position of ``tokens``.
+
+        The attention pattern depends on positions only, so one ``(length, length)`` matrix serves
+        every sequence: the logits are ``attention @ W[tokens]`` with ``W`` the readout matrix,
+        computed as a single matrix product over the whole batch.
+        """
+        batch, length = tokens.shape
+        attn = self.attention(length).to(self.value.dtype)
+        rows = self.readout_matrix()[tokens]  # (batch, length, vocab): the logits of full attention on each token
+        folded = rows.transpose(0, 1).reshape(length, -1)  # (length, batch * vocab)
+        return (attn @ folded).reshape(length, batch, -1).transpose(0, 1)
 
     def token_mass(self, tokens: torch.Tensor, query_pos: torch.Tensor) -> torch.Tensor:
         """Attention mass per vocabulary entry, ``(batch, n_queries, vocab)``, for chosen queries.
@@ -211,10 +217,9 @@ class LinearRotaryHead(nn.Module):
 
     def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Squared error against the one-hot target token at every training query, summed over the
-        vocabulary and averaged over queries and sequences (``targets``: shift targets, ``(batch, T)``)."""
+        vocabulary and averaged over queries and sequences (``targets``: shift targets, ``(batch, T)``;
+        every training query ``t >= offset`` has one)."""
         picked = targets[:, self.query_positions]
-        if (picked == IGNORE).any():
-            raise ValueError("a training query has no target")
         onehot = nn.functional.one_hot(picked, self.vocab).to(outputs.dtype)
         return ((outputs - onehot) ** 2).sum(-1).mean()
 

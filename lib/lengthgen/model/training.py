@@ -10,18 +10,22 @@ model, which builds it:
 * :class:`lengthgen.model.heads.LinearRunConfig`: the linear rotary kernel of chapter 5;
 * :class:`lengthgen.model.transformer.NetworkRunConfig`: the small transformer.
 
-:func:`train` runs the loop for all three: sample a batch of the task, ``model.loss`` of the
-model's output, Adam or plain SGD, an optional linear warm-up of the learning rate.
+:func:`train_together` runs the loop for all of them, several seeds at once as one stacked
+model: sample a batch of the task per replica, ``model.loss`` of the model's output, Adam or
+plain SGD, an optional linear warm-up of the learning rate. :func:`train` is one replica.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import torch
 from torch import nn
+from torch.func import functional_call, stack_module_state, vmap
 from tqdm import tqdm
 
 from .config import Config
@@ -86,33 +90,71 @@ def make_optimizer(cfg: RunConfig, parameters: list[nn.Parameter]) -> torch.opti
     raise ValueError(f"optimizer must be 'adam' or 'sgd', got {cfg.optimizer!r}")
 
 
-def train(cfg: RunConfig, progress: bool = False) -> TrainedRun:
-    """Train the configured model on fresh batches of length ``train_length`` and return it in eval mode.
+def stack_key(cfg: RunConfig) -> RunConfig:
+    """What runs trained together must share: everything in their configuration but the seed."""
+    return cfg.with_(seed=0)
 
-    Each step draws a batch from the run's data stream, computes ``model.loss(model(inputs),
-    targets)`` and takes one optimizer step; with ``warmup_fraction > 0`` the learning rate
-    rises linearly over the first ``floor(steps * warmup_fraction)`` steps.
+
+def train(cfg: RunConfig, progress: bool = False) -> TrainedRun:
+    """Train one run: :func:`train_together` with a single replica."""
+    return train_together([cfg], progress)[0]
+
+
+def train_together(configs: Sequence[RunConfig], progress: bool = False) -> list[TrainedRun]:
+    """Train runs that differ only in their seed as one stacked model, and return each as its own trained model.
+
+    Every replica keeps its own initialization, its own data stream and its own loss; their
+    parameters are stacked along a leading axis and one step of the loop runs all of them
+    through ``torch.func.vmap`` (so small matrix products become batched ones). The loss
+    minimized is the sum of the replicas' losses, whose gradient with respect to a replica's
+    parameters is that replica's own gradient; Adam and SGD act elementwise. Each step draws a
+    batch from every replica's data stream, computes ``model.loss(model(inputs), targets)`` and
+    takes one optimizer step; with ``warmup_fraction > 0`` the learning rate rises linearly over
+    the first ``floor(steps * warmup_fraction)`` steps.
     """
+    configs = list(configs)
+    keys = {stack_key(cfg) for cfg in configs}
+    if len(keys) != 1:
+        raise ValueError("runs trained together must differ only in their seed")
+    cfg = configs[0]
     device = resolve_device(cfg.device)
-    model = cfg.build_model().to(device)
-    initial = {name: p.detach().clone() for name, p in model.named_parameters()}
-    gen = generator(cfg.seed, cfg.data_stream)
-    opt = make_optimizer(cfg, list(model.parameters()))
+    models = [c.build_model().to(device) for c in configs]
+    initial = [{name: p.detach().clone() for name, p in model.named_parameters()} for model in models]
+    params, buffers = stack_module_state(models)
+    template = models[0]
+
+    def replica_loss(p: dict, b: dict, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return template.loss(functional_call(template, (p, b), (inputs,)), targets)
+
+    batched_loss = vmap(replica_loss)  # functorch has no batching rule for CPU flash attention: it loops, correctly
+    gens = [generator(c.seed, c.data_stream) for c in configs]
+    opt = make_optimizer(cfg, list(params.values()))
     schedule = None
     if cfg.warmup_fraction > 0:
         warmup = max(1, math.floor(cfg.steps * cfg.warmup_fraction))
         schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / warmup))
     losses: torch.Tensor | None = None  # filled on the device, in the loss's dtype: no host sync per step
-    for step in tqdm(range(cfg.steps), disable=not progress, desc=f"{type(cfg).__name__} seed {cfg.seed}", leave=False):
-        inputs, targets = cfg.sample_batch(gen)
-        loss = model.loss(model(inputs.to(device)), targets.to(device))
+    desc = f"{type(cfg).__name__} x{len(configs)}"
+    warnings.filterwarnings("ignore", message="There is a performance drop because we have not yet implemented the batching rule")
+    for step in tqdm(range(cfg.steps), disable=not progress, desc=desc, leave=False):
+        batches = [c.sample_batch(g) for c, g in zip(configs, gens, strict=True)]
+        inputs = torch.stack([b[0] for b in batches]).to(device)
+        targets = torch.stack([b[1] for b in batches]).to(device)
+        loss = batched_loss(params, buffers, inputs, targets)  # (replicas,)
         opt.zero_grad(set_to_none=False)
-        loss.backward()
+        loss.sum().backward()
         opt.step()
         if schedule is not None:
             schedule.step()
         if losses is None:
-            losses = torch.empty(cfg.steps, dtype=loss.dtype, device=device)
+            losses = torch.empty(cfg.steps, len(configs), dtype=loss.dtype, device=device)
         losses[step] = loss.detach()  # a copy: keeping ``loss`` itself would keep its whole storage alive
-    model.eval()
-    return TrainedRun(cfg, model, [] if losses is None else losses.tolist(), initial)
+    runs = []
+    with torch.no_grad():
+        for i, (c, model) in enumerate(zip(configs, models, strict=True)):
+            for name, p in model.named_parameters():
+                p.copy_(params[name][i])
+            model.eval()
+            curve = [] if losses is None else losses[:, i].tolist()
+            runs.append(TrainedRun(c, model, curve, initial[i]))
+    return runs

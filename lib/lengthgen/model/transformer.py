@@ -72,6 +72,7 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(cfg.dim, 3 * cfg.dim, bias=False)
         self.proj = nn.Linear(cfg.dim, cfg.dim, bias=False)
         self.register_buffer("freqs", head_frequencies(cfg), persistent=False)
+        self._tables: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # rotation tables by positions, dtype, device
 
     def split_heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Queries, keys, values ``(batch, heads, length, head_dim)`` before any rotation."""
@@ -80,16 +81,26 @@ class CausalSelfAttention(nn.Module):
         shape = (b, n, self.cfg.heads, self.cfg.head_dim)
         return tuple(t.view(shape).transpose(1, 2) for t in (q, k, v))
 
-    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Rotate ``(..., length, head_dim)`` queries or keys by their positions (RoPE only, "half" pairing).
+    def rotation_table(
+        self, start: int, length: int, dtype: torch.dtype, device: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``cos`` and ``sin`` of every position's angles ``(length, head_dim / 2)``, computed once in float64 and cached."""
+        key = (start, length, dtype, device)
+        if key not in self._tables:
+            positions = torch.arange(start, start + length, dtype=torch.float64, device=device)
+            angles = positions[:, None] * head_frequencies(self.cfg).to(device)[None, :]
+            self._tables[key] = (torch.cos(angles).to(dtype), torch.sin(angles).to(dtype))
+        return self._tables[key]
 
-        Same result as :func:`lengthgen.model.encodings.rotate`, written with slices instead of index
-        gathers because it runs in every layer of every training step.
+    def rotate(self, x: torch.Tensor, start: int) -> torch.Tensor:
+        """Rotate ``(..., length, head_dim)`` queries or keys at positions ``start ..`` (RoPE only, "half" pairing).
+
+        Same result as :func:`lengthgen.model.encodings.rotate`, written with slices and a cached
+        table because it runs in every layer of every training step.
         """
         if self.cfg.encoding != "rope":
             return x
-        angles = positions.to(torch.float64)[:, None] * self.freqs[None, :]
-        cos, sin = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)
+        cos, sin = self.rotation_table(start, x.shape[-2], x.dtype, x.device)
         half = x.shape[-1] // 2
         x1, x2 = x[..., :half], x[..., half:]
         return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
@@ -97,9 +108,8 @@ class CausalSelfAttention(nn.Module):
     def logits(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         """Explicit path: pre-softmax causal logits ``(batch, heads, length, length)``, ``-inf`` above the diagonal."""
         n = x.shape[1]
-        positions = torch.arange(start, start + n, device=x.device)
         q, k, _ = self.split_heads(x)
-        q, k = self.rotate(q, positions), self.rotate(k, positions)
+        q, k = self.rotate(q, start), self.rotate(k, start)
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.cfg.head_dim)
         causal = torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
         return scores.masked_fill(~causal, float("-inf"))
@@ -107,8 +117,7 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         b, n, _ = x.shape
         q, k, v = self.split_heads(x)
-        positions = torch.arange(start, start + n, device=x.device)
-        q, k = self.rotate(q, positions), self.rotate(k, positions)
+        q, k = self.rotate(q, start), self.rotate(k, start)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.proj(y.transpose(1, 2).reshape(b, n, self.cfg.dim))
 
