@@ -120,6 +120,16 @@ def test_audit_accepts_current_records_and_names_every_other_kind(tmp_path):
     assert list(result.failed.name) == ["y"]
 
 
+def test_code_fingerprint_ignores_docstrings_and_comments_not_code(tmp_path):
+    from lengthgen.book.fingerprint import code_text
+
+    a, b, c = (tmp_path / f"{name}.py" for name in "abc")
+    a.write_text('"""Doc."""\ndef f(x):\n    """Doc."""\n    return x + 1  # why\n')
+    b.write_text('"""Another doc."""\n\n\ndef f(x):\n    # another comment\n    return x + 1\n')
+    c.write_text("def f(x):\n    return x + 2\n")
+    assert code_text(a) == code_text(b) != code_text(c)
+
+
 def test_import_closure_follows_relative_imports():
     files = {p.relative_to(REPO_ROOT).as_posix() for p in import_closure(["from lengthgen.chapters.carrier import wrap"],
                                                                             REPO_ROOT / "lib")}

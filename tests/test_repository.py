@@ -2,6 +2,7 @@
 
 import ast
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -160,11 +161,14 @@ def test_book_builds_twice_then_after_one_line_changes(tmp_path):
     done, code, log, unexecuted = build(root)
     assert code == 0 and unexecuted == 0 and "Executing notebook" in log, log[-2000:]
     seeding = root / "lib" / "lengthgen" / "model" / "seeding.py"
-    seeding.write_text(seeding.read_text() + "\n# a comment\n")  # a library module the chapter imports
+    seeding.write_text(seeding.read_text() + "\n# a comment\n")  # a comment in a module the chapter imports
+    done, code, log, unexecuted = build(root)
+    assert done["stale"] == [] and "Executing notebook" not in log, log[-2000:]
+    seeding.write_text(seeding.read_text() + "\nCONSTANT = 1\n")  # code in a module the chapter imports
     done, code, log, unexecuted = build(root)
     assert done["stale"] == ["01_tiny"] and code == 0 and "Executing notebook" in log, log[-2000:]
     transformer = root / "lib" / "lengthgen" / "model" / "transformer.py"
-    transformer.write_text(transformer.read_text() + "\n# a comment\n")  # a module the chapter does not import
+    transformer.write_text(transformer.read_text() + "\nCONSTANT = 1\n")  # a module the chapter does not import
     done, code, log, unexecuted = build(root)
     assert done["stale"] == [] and "Executing notebook" not in log, log[-2000:]
     write_tiny(root, "raise RuntimeError('the chapter fails before its claim check')")
@@ -172,10 +176,23 @@ def test_book_builds_twice_then_after_one_line_changes(tmp_path):
     assert code != 0 and unexecuted == 1, "a failing chapter must turn the build red"
     done, code, log, unexecuted = build(root)  # unchanged and still failing: it is executed again, and fails again
     assert done["failed"] == ["01_tiny"] and code != 0 and unexecuted == 1
-    (root / "_config.yml").write_text((root / "_config.yml").read_text() + "\n")
-    assert bookcache.refresh(root)["wiped"] == ["01_tiny"], "a configuration change wipes the cache"
+    config = (root / "_config.yml").read_text()
+    (root / "_config.yml").write_text(config + "\n# a comment\n")
+    assert bookcache.refresh(root)["wiped"] == [], "a change that does not touch execution keeps the cache"
+    (root / "_config.yml").write_text(config.replace("timeout: 1800", "timeout: 1700"))
+    assert bookcache.refresh(root)["wiped"] == ["01_tiny"], "a change of how chapters execute wipes the cache"
 
 
 def test_check_reports_unexecuted_chapters(tmp_path):
     missing = bookcache.unexecuted(REPO_ROOT, tmp_path / "_build")
     assert [p.name for p in missing] == [p.name for p in bookcache.toc_notebooks()]
+
+
+def test_intro_table_lists_every_chapter_once_and_types_no_threshold():
+    """The intro's table links every chapter of the book once; thresholds live in the claims data, not there."""
+    intro = (BOOK_DIR / "intro.md").read_text()
+    rows = [line for line in intro.splitlines() if line.startswith("| [")]
+    linked = [line.split("](", 1)[1].split(")", 1)[0] for line in rows]
+    assert linked == [f"{name}.ipynb" for name in bookcache.toc_chapters()]
+    for line in rows:
+        assert not re.search(r"\\(ge|le)\b|[≥≤]|10\^\{-|\d+(\.\d+)?\s*%", line), f"a threshold typed in the intro: {line[:80]}"

@@ -34,6 +34,7 @@ and assert.
     ``plotting``     the one seaborn theme and the length-sweep plot
     ``timing``       wall time
     ``paths``        where things live in the repository
+    ``sphinx_offline``  a Sphinx extension: no CDN scripts, no console errors, so the book reads offline
 """
 
 __version__ = "0.2.0"

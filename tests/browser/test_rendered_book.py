@@ -59,7 +59,7 @@ def built_book() -> Path:
 
 def toc_pages() -> list[str]:
     """Every page of the table of contents, as paths relative to ``_build/html``."""
-    return ["book/intro.html", *[f"book/{name}.html" for name in bookcache.toc_chapters(REPO_ROOT)]]
+    return [f"{page}.html" for page in bookcache.toc_files(REPO_ROOT)]
 
 
 class Anchors(HTMLParser):

@@ -4,8 +4,10 @@ The notebook execution cache (jupyter-cache) keys each chapter on its code cells
 each build, :func:`refresh` compares every chapter's code fingerprint (its pins, the library
 modules it imports and the data it reads; :mod:`lengthgen.book.fingerprint`) with the one
 stored at the previous build, drops the cached execution of every chapter whose fingerprint
-changed and touches its notebook so Sphinx reads it again. A change of the book configuration
-or the Makefile wipes the whole cache. Chapters whose ``Parameters.always_execute`` is set (the
+changed and touches its notebook so Sphinx reads it again. A change of how chapters are executed
+(the ``execute`` section of ``_config.yml``) wipes the whole cache; Sphinx itself re-reads every
+page after any other configuration change. Records in ``data/records/`` of chapters the table of
+contents no longer lists are removed. Chapters whose ``Parameters.always_execute`` is set (the
 claims summary, which reads the other chapters' records) are dropped on every build. A warm
 build with nothing changed therefore executes only those pages and takes seconds.
 
@@ -30,15 +32,15 @@ import nbformat
 import yaml
 
 from . import fingerprint
-from .paths import REPO_ROOT
+from .paths import RECORDS_DIR, REPO_ROOT
 
 STAMP = ".lengthgen-fingerprints.json"
 
 
-def toc_chapters(root: Path = REPO_ROOT) -> list[str]:
-    """Chapter names (``NN_slug``) of the notebooks the table of contents lists, in book order."""
+def toc_files(root: Path = REPO_ROOT) -> list[str]:
+    """Every page the table of contents lists (``root`` first), as paths without suffix, in book order."""
     toc = yaml.safe_load((root / "_toc.yml").read_text())
-    files: list[str] = []
+    files: list[str] = [toc["root"]]
 
     def walk(node: object) -> None:
         if isinstance(node, dict):
@@ -50,8 +52,13 @@ def toc_chapters(root: Path = REPO_ROOT) -> list[str]:
             for item in node:
                 walk(item)
 
-    walk(toc)
-    return [Path(f).name for f in files if (root / f"{f}.ipynb").exists()]
+    walk(toc.get("parts", toc.get("chapters", [])))
+    return files
+
+
+def toc_chapters(root: Path = REPO_ROOT) -> list[str]:
+    """Chapter names (``NN_slug``) of the notebooks the table of contents lists, in book order."""
+    return [Path(f).name for f in toc_files(root) if (root / f"{f}.ipynb").exists()]
 
 
 def toc_notebooks(root: Path = REPO_ROOT) -> list[Path]:
@@ -96,6 +103,11 @@ def refresh(root: Path = REPO_ROOT, build: Path | None = None) -> dict[str, list
         done["stale"] = [name for name in chapters if previous["chapters"].get(name) != current["chapters"][name]]
         done["failed"] = [p.stem for p in unexecuted(root, build) if p.stem not in done["stale"]]
     done["always"] = [name for name in chapters if fingerprint.declaration(name).always_execute]
+    if root == REPO_ROOT:
+        for record in sorted(RECORDS_DIR.glob("*.json")):
+            if record.stem not in chapters:
+                record.unlink()
+                done.setdefault("removed", []).append(record.stem)
     for name in done["stale"] + done["failed"] + done["always"]:
         forget(root / "book" / f"{name}.ipynb", build)
     build.mkdir(parents=True, exist_ok=True)
@@ -138,8 +150,10 @@ def main(argv: list[str] | None = None, root: Path = REPO_ROOT) -> int:
         return code
     if command == "refresh":
         done = refresh(root)
+        for name in done.get("removed", []):
+            print(f"book cache: removed the record of {name} (not in the table of contents)")
         if done["wiped"]:
-            print("book cache: wiped (first build, or the book configuration changed)")
+            print("book cache: wiped (first build, or how chapters are executed changed)")
         else:
             print(f"book cache: re-executing {done['stale'] or 'no chapter'} (code or data changed), "
                   f"{done['failed'] or 'none'} (failed before), and {done['always']} (always)")

@@ -3,13 +3,16 @@
 * :func:`notebook_hash`: SHA-256 of a notebook's code cells (what the execution cache keys on).
 * :func:`code_fingerprint`: SHA-256 of the pinned requirements, of every library module a
   chapter imports, directly or through other modules (its *import closure*), and of the data
-  files it reads (``Parameters.data_inputs``). Records and sweep run keys carry it, the book
+  files it reads (``Parameters.data_inputs``). A module counts by its syntax tree without
+  docstrings, so editing a comment or a docstring changes nothing. Records and sweep run keys carry it, the book
   cache re-executes a chapter when it changes, and the claims summary accepts a record only
   under the current one: a change to anything a chapter runs or reads makes its results stale,
   and a change elsewhere does not.
 * :func:`build_fingerprint`: SHA-256 of the whole library, the pins, the book configuration and
   the committed sweeps; every record carries it as well, to tell builds apart.
-* :func:`config_fingerprint`: the book configuration and the Makefile; a change wipes the whole cache.
+* :func:`config_fingerprint`: the execution settings of the book configuration (the ``execute``
+  section of ``_config.yml``); a change wipes the whole execution cache. Other configuration
+  changes only make Sphinx read every page again.
 """
 
 from __future__ import annotations
@@ -22,8 +25,7 @@ from pathlib import Path
 from .paths import REPO_ROOT, notebook_path
 
 PINS = ("requirements.txt", "pyproject.toml")
-CONFIG = ("_config.yml", "Makefile")
-BUILD_INPUTS = ("lib/**/*.py", *PINS, *CONFIG, "data/sweeps/**/*")
+BUILD_INPUTS = ("lib/**/*.py", *PINS, "_config.yml", "Makefile", "data/sweeps/**/*")
 INJECTED_TAG = "injected-parameters"  # papermill's cell of overrides: a run's parameters, not its code
 
 
@@ -32,9 +34,21 @@ def _hash_files(root: Path, paths: list[Path]) -> str:
     for path in paths:
         digest.update(str(path.relative_to(root)).encode())
         digest.update(b"\0")
-        digest.update(path.read_bytes())
+        digest.update(code_text(path) if path.suffix == ".py" else path.read_bytes())
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+def code_text(path: Path) -> bytes:
+    """A Python module as its syntax tree without docstrings: what it does, not how it is commented."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree).encode()
 
 
 def _files(root: Path, patterns: tuple[str, ...]) -> list[Path]:
@@ -49,8 +63,11 @@ def build_fingerprint(root: Path = REPO_ROOT) -> str:
 
 
 def config_fingerprint(root: Path = REPO_ROOT) -> str:
-    """SHA-256 over the book configuration and the Makefile."""
-    return _hash_files(root, _files(root, CONFIG))
+    """SHA-256 of the ``execute`` section of ``_config.yml``: how chapters are executed."""
+    import yaml
+
+    config = yaml.safe_load((root / "_config.yml").read_text()) or {}
+    return hashlib.sha256(json.dumps(config.get("execute", {}), sort_keys=True).encode()).hexdigest()
 
 
 def code_cells(notebook: Path) -> list[str]:

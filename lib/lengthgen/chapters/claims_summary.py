@@ -10,6 +10,7 @@ does not list). The page asserts that there is none of these and that no claim f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from ..book import fingerprint
 from ..book.bookcache import toc_chapters
 from ..book.parameters import ChapterParameters, parameter
 from ..book.paths import RECORDS_DIR, REPO_ROOT, notebook_path
-from ..book.records import checks_table, load_records
+from ..book.records import COMPARISONS, checks_table, load_records
 from . import parameters_of
 from .claims import Claim, claims_of
 
@@ -120,3 +121,130 @@ def revisions(root: Path = REPO_ROOT) -> pd.DataFrame:
     """The claims whose threshold, or what they assert, was changed after results were seen."""
     table = claims_registry(root)
     return table[table.revised != ""][["chapter", "claim", "revised"]].reset_index(drop=True)
+
+
+# -- the paper's claims, judged from the records ----------------------------------------------------------------
+
+VERDICTS = ("reproduces", "partly", "does not", "not run")
+VERDICT_COLOURS = {"reproduces": "#c8e6c9", "partly": "#ffe0b2", "does not": "#ffcdd2", "not run": "#e0e0e0"}
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A measured number that, past a threshold, qualifies a paper claim: it holds only ``partly``, or ``does not``."""
+
+    chapter: str
+    name: str  # a reported number (or check) of that chapter's record
+    comparison: str  # the limit fires when ``value <comparison> threshold``
+    threshold: float | Callable[[dict], float]  # a number, or a function of the chapter's record
+    text: str  # what it means, with ``{value}`` and ``{threshold}`` for the numbers
+    severity: str = "partly"
+
+    def fires(self, records: dict[str, dict]) -> str | None:
+        record = records.get(self.chapter, {})
+        checks = {c["name"]: c for c in record.get("checks", [])}
+        if self.name not in checks:
+            return None
+        value = checks[self.name]["value"]
+        threshold = self.threshold(record) if callable(self.threshold) else self.threshold
+        fired = COMPARISONS[self.comparison](value, threshold)
+        return self.text.format(value=value, threshold=threshold) if fired else None
+
+
+def runs_of(record: dict) -> int:
+    """Runs (offsets x seeds) of a single-head chapter's record."""
+    return record["parameters"]["seeds"] * len(record["parameters"]["offsets"])
+
+
+@dataclass(frozen=True)
+class PaperClaim:
+    """One claim of a paper's abstract (paraphrased), the checks that carry it and the numbers that qualify it."""
+
+    key: str
+    paper: str
+    statement: str
+    chapter: str  # the chapter whose claim check tests it (the row links there)
+    checks: tuple[str, ...]  # that chapter's asserted checks the claim rests on
+    limits: tuple[Limit, ...] = ()
+    swept: bool = False  # qualified by failures of the chapter's checks in the committed sweep
+
+
+PART_I = "arXiv 2607.18759"
+PAPER_CLAIMS: tuple[PaperClaim, ...] = (
+    PaperClaim("equivariance", PART_I, "Rotary encodings make the logit a function of the offset alone, so the rule learned "
+               "at training lengths is reproduced at every longer length.", "01_equivariance",
+               ("toeplitz_f64", "toeplitz_f32", "renormalized_f64", "peak_at_k", "worst_accuracy"), swept=True),
+    PaperClaim("pinning", PART_I, "Learned absolute encodings leave out-of-range positions unconstrained, and the trained "
+               "head pins to a fixed absolute position inside the training range.", "02_absolute_pinning",
+               ("rows_untouched", "in_range_accuracy", "chance_outside_interval", "argmax_in_range"),
+               (Limit("02_absolute_pinning", "strict_pin_seeds", "<", runs_of,
+                      "one key takes at least 90 % of the out-of-range queries in {value:.0f} of {threshold} runs only"),),
+               swept=True),
+    PaperClaim("carrier", PART_I, "The learned rotary rule is a low-rank 'carrier' kernel aligned with the target offset.",
+               "03_carrier", ("peak_misses", "coherence_margin", "r2_carrier_min", "r2_null_mean"),
+               (Limit("03_carrier", "rank_gap_max", "<=", 2,
+                      "the low rank is the encoding's: learned and random-phase kernels differ by at most {value:.1f} in "
+                      "effective rank"),), swept=True),
+    PaperClaim("dilution", PART_I, "Accuracy decays gracefully beyond the training length, as an attention-dilution law "
+               "predicts.", "04_dilution_law", ("mc_r2", "mc_max_error", "mass_law_r2", "mass_law_max_error"),
+               (Limit("04_dilution_law", "hyperbolic_r2", "<", 0.95,
+                      "the plain hyperbolic dilution law does not fit (R² = {value:.2f}); a two-scale law does"),), swept=True),
+    PaperClaim("linear-control", PART_I, "Without softmax normalization, training selects a min-norm interpolant that does "
+               "not extrapolate.", "05_linear_control",
+               ("sgd_to_pinv", "gd_closed_form", "linear_fits_T", "error_slope", "linear_longest", "softmax_16T")),
+    PaperClaim("transfer-phenomenon", PART_I, "In a multi-layer, multi-head transformer, too, relative positions "
+               "generalize and absolute positions do not.", "06_transfer", ("rope_minus_ape_2T", "ape_out_of_range"),
+               (Limit("06_transfer", "rope_out_of_range_16T", "<", 0.5,
+                      "RoPE at base 10^4 keeps only {value:.2f} out-of-range accuracy at 16T"),)),
+    PaperClaim("transfer-equivariance", PART_I, "The exact equivariance transfers to the multi-layer transformer.",
+               "06_transfer", ("shift_f64", "shift_f32", "ape_shift_f64")),
+    PaperClaim("transfer-carrier", PART_I, "The carrier transfers to the multi-layer transformer.", "06_transfer",
+               ("kernel_peak_misses",),
+               (Limit("06_transfer", "heads_clearing_null", "<", 1,
+                      "retrieval kernels peak at k, but phase alignment clears its null in {value:.0f} heads",
+                      severity="does not"),)),
+)
+
+
+def sweep_failures_by_chapter(records: dict[str, dict]) -> dict[str, list[dict]]:
+    """The committed sweep's failing checks (from the robustness chapter's record), by chapter."""
+    failures: dict[str, list[dict]] = {}
+    for row in records.get("07_robustness", {}).get("details", {}).get("sweep_failures", []):
+        failures.setdefault(row["chapter"], []).append(row)
+    return failures
+
+
+def judge(claim: PaperClaim, records: dict[str, dict]) -> tuple[str, str]:
+    """The verdict on a paper claim and a one-line reason, from the current records."""
+    record = records.get(claim.chapter)
+    if record is None:
+        return "not run", f"{claim.chapter} has no current record in this build"
+    checks = {c["name"]: c for c in record["checks"]}
+    failed = [name for name in claim.checks if checks.get(name, {}).get("passed") is not True]
+    if failed:
+        return "does not", "failing or missing: " + ", ".join(failed)
+    fired = [(limit.severity, text) for limit in claim.limits if (text := limit.fires(records))]
+    if claim.swept:
+        sweep = records.get("07_robustness", {}).get("details", {})
+        failures = sweep_failures_by_chapter(records).get(claim.chapter, [])
+        runs = sweep.get("runs_per_chapter", {}).get(claim.chapter)
+        if failures:
+            names = sorted({f["name"] for f in failures})
+            fired.append(("partly", f"in the committed sweep {len({f['offset'] for f in failures})} of {runs} runs fail "
+                                    f"{', '.join(names)}"))
+    if any(severity == "does not" for severity, _ in fired):
+        return "does not", "; ".join(text for _, text in fired)
+    if fired:
+        return "partly", "; ".join(text for _, text in fired)
+    return "reproduces", f"all {len(claim.checks)} checks pass"
+
+
+def dashboard(records: dict[str, dict], chapters: list[str]) -> pd.DataFrame:
+    """One row per paper claim, in book order: verdict, reason, and a link to the claim check that tests it."""
+    order = {chapter: i for i, chapter in enumerate(chapters)}
+    rows = []
+    for claim in sorted(PAPER_CLAIMS, key=lambda c: order.get(c.chapter, len(order))):
+        verdict, reason = judge(claim, records)
+        rows.append(dict(claim=claim.statement, paper=claim.paper, verdict=verdict, reason=reason, chapter=claim.chapter,
+                         checks=", ".join(claim.checks)))
+    return pd.DataFrame(rows)
