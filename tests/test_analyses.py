@@ -1,11 +1,18 @@
+import math
+
+import numpy as np
+import pytest
 import torch
 
-from lengthgen.chapters.absolute_pinning import pinning, table_movement
+from lengthgen.chapters.absolute_pinning import chance_cells, pinning, table_movement, vanishing_init_key
+from lengthgen.chapters.claims_summary import current_defaults
 from lengthgen.chapters.common import head_run_configs
 from lengthgen.chapters.equivariance import Parameters, renormalization_error, toeplitz_deviation
 from lengthgen.chapters.stats import binomial_interval, consistent_with
 from lengthgen.model.evaluation import doubling_lengths
 from lengthgen.model.heads import HeadRunConfig
+from lengthgen.model.seeding import generator
+from lengthgen.model.training import train
 
 
 def test_toeplitz_deviation_zero_for_toeplitz_and_detects_breaks():
@@ -44,12 +51,13 @@ def test_binomial_interval():
 def test_doubling_lengths_and_configs():
     assert doubling_lengths(32, 16) == [32, 64, 128, 256, 512]
     assert doubling_lengths(10, 3) == [10, 20, 30]
-    p = Parameters.from_values(dict(seeds=3, dim=8, vocab=4, train_length=10, offsets=[2, 3], steps=5, batch=2, lr=0.1,
-                                    length_factor=4, eval_batch=2, rope_base=1e4, rope_convention="half", workers=1,
-                                    device="cpu"))
+    p = Parameters.from_values({**current_defaults("01_equivariance"), **dict(
+        seeds=3, dim=8, vocab=4, train_length=10, offsets=[2, 3], length_factor=4, workers=1, device="cpu")})
     cfgs = head_run_configs(p, "ape")
     assert [(c.offset, c.seed) for c in cfgs] == [(2, 0), (2, 1), (2, 2), (3, 0), (3, 1), (3, 2)]
     assert cfgs[0].max_length == 40 and cfgs[0].kind == "ape" and cfgs[0].device == "cpu"
+    held_out = Parameters.from_values({**current_defaults("01_equivariance"), **dict(seeds=2, seed_start=100)})
+    assert sorted({c.seed for c in head_run_configs(held_out, "rope")}) == [100, 101]
 
 
 def test_glue_converts_numpy_scalars(monkeypatch):
@@ -62,3 +70,37 @@ def test_glue_converts_numpy_scalars(monkeypatch):
     glue.glue("x", np.float64(0.5))
     glue.glue("n", np.int64(3))
     assert type(seen["x"]) is float and type(seen["n"]) is int
+
+
+def test_vanishing_init_key_reads_only_trained_weights():
+    head = HeadRunConfig(kind="ape", dim=8, vocab=4, max_length=40).build_model()
+    with torch.no_grad():
+        head.table[:10] += 0.1
+        head.table[6] += 5 * (head.const @ head.w_q.T) @ head.w_k  # key 6 aligned with the constant query
+        before = vanishing_init_key(head, 10, 40)
+        head.table[10:] = torch.randn(30, 8) * 100  # whatever the untrained rows hold, the answer is the same
+    assert before == 6 and vanishing_init_key(head, 10, 40) == 6
+
+
+def test_chance_cells_drop_the_pinned_target_query():
+    T, k, vocab, batch = 8, 2, 4, 100
+    # queries T..15; pinned key 10 makes query 12 the pinned target: perfect there, chance elsewhere
+    accuracy = np.full(8, 0.25)
+    accuracy[12 - T] = 1.0
+    rows, target = chance_cells({16: accuracy}, batch, T, k, pinned_key=10, vocab=vocab)
+    assert target == 1.0
+    assert rows[0]["n"] == batch * 7 and rows[0]["accuracy"] == pytest.approx(0.25) and rows[0]["chance_inside"]
+    # a pinned key whose target query is in range leaves every out-of-range query in, and no target accuracy
+    rows, target = chance_cells({16: accuracy}, batch, T, k, pinned_key=3, vocab=vocab)
+    assert math.isnan(target) and rows[0]["n"] == batch * 8 and not rows[0]["chance_inside"]
+
+
+def test_window_training_moves_table_rows_beyond_the_training_length():
+    cfg = HeadRunConfig(kind="ape", dim=8, vocab=4, train_length=8, max_length=32, window_starts=16, steps=100, seed=1)
+    run = train(cfg)
+    init = cfg.build_model().table.detach()
+    moved = (run.model.table.detach().cpu() - init).abs().sum(1) > 0
+    assert moved[:24].all(), "windows starting anywhere in 0..16 train every row up to 24"
+    assert not moved[24:].any(), "rows no window reaches keep their initialization"
+    with pytest.raises(ValueError, match="window_starts"):
+        HeadRunConfig(kind="ape", train_length=8, max_length=20, window_starts=16).sample_batch(generator(0, "w"))

@@ -3,22 +3,19 @@ import pytest
 import torch
 
 from lengthgen.chapters.carrier import (
-    Planes,
     carrier_phases,
     coherence,
     explained_variance,
     matched_filter_phases,
     null_coherence,
     offset_logit_matrix,
-    plane_sum,
-    planes_of,
     position_features,
     rank_for_energy,
     singular_values,
     training_contrast,
     weighted_circular_error,
-    wrap,
 )
+from lengthgen.chapters.planes import Planes, plane_sum, planes_of, wrap
 from lengthgen.model.encodings import rope_frequencies
 from lengthgen.model.heads import HeadRunConfig
 

@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from lengthgen.chapters.carrier import planes_of
 from lengthgen.chapters.dilution_law import (
-    hyperbolic_mass_law,
+    half_length,
+    law_masses,
+    log2_error,
     mass_per_token,
     monte_carlo_accuracy,
     multinomial_counts,
@@ -15,9 +16,9 @@ from lengthgen.chapters.dilution_law import (
     snr_accuracy,
     target_mass,
     toeplitz_attention,
-    two_scale_mass_law,
 )
 from lengthgen.chapters.equivariance import offset_attention, offset_profile
+from lengthgen.chapters.planes import planes_of
 from lengthgen.model.heads import HeadRunConfig
 from lengthgen.model.seeding import generator
 
@@ -56,23 +57,47 @@ def test_target_mass_matches_attention_and_laws_limits():
     mass = target_mass(row, 3, lengths)
     for n, p in zip(lengths, mass, strict=True):
         assert p == pytest.approx(float(offset_attention(head, n)[3]), rel=1e-10)
-    # with every plane kept exact the two-scale law is the exact sum
-    exact = two_scale_mass_law(planes_of(head), 3, 32, lengths, turns=1e12)
+    # with every plane kept exact (no plane turns 1e12 circles) the two-scale law is the exact sum
+    exact = law_masses(planes_of(head), 3, 32, lengths, turns=1e12)
     assert np.allclose(exact, mass, rtol=1e-9)
-    # the hyperbolic law is exact when the far logits are constant
-    flat = row.clone()
-    flat[32:] = 0.3
-    assert np.allclose(hyperbolic_mass_law(flat, 3, 32, lengths), target_mass(flat, 3, lengths), rtol=1e-12)
+    # the pure dilution law differs from the exact sum: it replaces the far logits by their Weyl average
+    weyl = law_masses(planes_of(head), 3, 32, lengths, turns=None)
+    assert weyl[0] == pytest.approx(mass[0], rel=1e-9)  # nothing beyond T at L = T
+    assert not np.allclose(weyl, mass, rtol=1e-3)
 
 
 def test_two_scale_law_averages_fast_planes_with_bessel_factor():
     # one fast plane with amplitude a: far mean of e^{a cos} -> I0(a)
-    from lengthgen.chapters.carrier import Planes
+    from lengthgen.chapters.planes import Planes
 
     planes = Planes(np.array([1.0]), np.array([1.5]), np.array([0.2]))
     row = torch.tensor(planes.profile(np.arange(200_000)))
-    law = two_scale_mass_law(planes, 0, 32, [200_000], turns=1.0)
+    law = law_masses(planes, 0, 32, [200_000], turns=1.0)
     assert law[0] == pytest.approx(target_mass(row, 0, [200_000])[0], rel=1e-3)
+    # a single plane with no in-range structure: p(L) = e^{f(0)} / (Z_T + (L - T) I0(a)) by hand
+    from scipy.special import i0
+
+    near = planes.profile(np.arange(32))
+    by_hand = np.exp(near[0]) / (np.exp(near).sum() + (200_000 - 32) * i0(1.5))
+    assert law[0] == pytest.approx(by_hand, rel=1e-12)
+
+
+def test_half_length_interpolates_on_log_length_and_is_censored():
+    lengths = [64, 128, 256, 512]
+    assert half_length(lengths, np.array([1.0, 0.9, 0.8, 0.7])) == np.inf
+    assert half_length(lengths, np.array([0.4, 0.3, 0.2, 0.1])) == 64
+    # 0.75 at 128, 0.25 at 256: the half point is half way in log2 length
+    assert half_length(lengths, np.array([1.0, 0.75, 0.25, 0.0])) == pytest.approx(2**7.5)
+
+
+def test_log2_error_with_censoring():
+    assert log2_error(200.0, 100.0, 1000) == pytest.approx(1.0)
+    assert log2_error(50.0, 100.0, 1000) == pytest.approx(1.0)
+    # never observed within the horizon: a prediction beyond the horizon is right, one inside it is off by the gap
+    assert log2_error(5000.0, np.inf, 1000) == 0.0
+    assert log2_error(250.0, np.inf, 1000) == pytest.approx(2.0)
+    # predicted never, observed at 250 of a 1000 horizon: at least two octaves off
+    assert log2_error(np.inf, 250.0, 1000) == pytest.approx(2.0)
 
 
 def test_multinomial_counts():

@@ -139,3 +139,18 @@ def test_import_closure_follows_relative_imports():
     assert "lib/lengthgen/chapters/dilution_law.py" not in files
     chapter_one = {p.name for p in import_closure(code_cells(BOOK_DIR / "01_equivariance.ipynb"), REPO_ROOT / "lib")}
     assert "transfer.py" not in chapter_one, "a chapter's fingerprint must not cover other chapters' code or claims"
+
+
+def test_per_run_claims_record_every_runs_verdict(tmp_path):
+    import pandas as pd
+
+    chapter = harness.Chapter("01_equivariance", {**current_defaults("01_equivariance"), "_records_folder": str(tmp_path)})
+    with pytest.raises(ValueError, match="per run"):
+        chapter.check("peak_at_k", 0)
+    runs = pd.DataFrame(dict(offset=[3, 3, 9], seed=[0, 1, 0], value=[0.99, 0.9, float("nan")]))
+    assert not chapter.check_runs("worst_accuracy", runs)
+    verdicts = chapter.record.details["per_run"]["worst_accuracy"]
+    assert [v["passed"] for v in verdicts] == [True, False, False], "a NaN never passes"
+    assert chapter.record.checks[-1].value == 2 and chapter.record.checks[-1].threshold == 0
+    with pytest.raises(ValueError, match="not registered per run"):
+        chapter.check_runs("toeplitz_f64", runs)

@@ -20,6 +20,8 @@ and assert.
     ``claims``       the claims data: every claim check with its threshold, reason and revisions
     ``common``       parameter groups and run configurations several chapters share
     ``stats``        binomial intervals, seed summaries, prediction agreement
+    ``planes``       a rotary kernel as one cosine per plane; max-margin and min-norm alternatives; the
+                     random-phase tail that predicts the first far offset to beat the target
 
 ``lengthgen.book`` - the machinery between the models and the rendered book:
     ``harness``      ``Chapter``: validate, record, assert and time a chapter, in one object

@@ -35,7 +35,7 @@ from .glue import glue
 from .parameters import user_names
 from .paths import RECORDS_DIR, notebook_path
 from .plotting import set_theme
-from .records import ChapterRecord
+from .records import COMPARISONS, ChapterRecord
 from .timing import Stopwatch
 
 RECORDS_OPTION = "_records_folder"  # injected by reruns and sweeps: where this run's record goes
@@ -100,7 +100,23 @@ class Chapter:
         claim = find(self.name, name)
         if not claim.comparison:
             raise ValueError(f"claim {name!r} of {self.name} is registered as reported, not asserted: use report()")
+        if claim.per_run:
+            raise ValueError(f"claim {name!r} of {self.name} is registered per run: use check_runs()")
         return self.record.check(name, claim.statement, value, claim.comparison, self.threshold(name), claim.role)
+
+    def check_runs(self, name: str, runs: pd.DataFrame) -> bool:
+        """Record a per-run claim: ``runs`` has one row per run (``offset``, ``seed``, ``value``); the check's value is
+        the number of runs whose value fails the registered comparison, and every run's verdict goes to the record."""
+        claim = find(self.name, name)
+        if not claim.per_run:
+            raise ValueError(f"claim {name!r} of {self.name} is not registered per run: use check()")
+        threshold = self.threshold(name)
+        verdicts = [bool(COMPARISONS[claim.comparison](float(v), threshold)) and v == v for v in runs.value]
+        self.record.details.setdefault("per_run", {})[name] = [
+            dict(offset=int(o), seed=int(s), value=float(v), passed=ok)
+            for o, s, v, ok in zip(runs.offset, runs.seed, runs.value, verdicts, strict=True)]
+        failing = len(verdicts) - sum(verdicts)
+        return self.record.check(name, f"runs failing: {claim.statement}", failing, "==", 0, claim.role)
 
     def report(self, name: str, value: float) -> None:
         """Record the registered reported number ``name``."""
@@ -111,7 +127,8 @@ class Chapter:
 
     def claims_table(self) -> pd.DataFrame:
         """The chapter's registered claims: statement, role, threshold, reason and any revision (for the claim-check section)."""
-        rows = [dict(claim=c.statement, role=c.role, threshold=format_threshold(c, self.threshold(c.name)),
+        rows = [dict(claim=c.statement, role=c.role,
+                     threshold=("every run: " if c.per_run else "") + format_threshold(c, self.threshold(c.name)),
                      reason=c.reason, revised=c.revised) for c in self.claims.values()]
         return pd.DataFrame(rows)
 

@@ -20,20 +20,30 @@ carrier.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import torch
 
 from ..book.parameters import parameter
-from ..model.encodings import plane_index
-from ..model.heads import HeadRunConfig, RopeHead
+from ..model.heads import HeadRunConfig
 from ..model.seeding import derive_seed
 from ..model.training import TrainedRun
 from .claims import Claim, reported
 from .common import Execution, HeadTraining, head_run_configs, map_stacked
+from .planes import (
+    Planes,
+    coefficients,
+    group_margin_kernel,
+    hard_margin_kernel,
+    margin_rows,
+    min_norm_interpolant,
+    plane_features,
+    plane_sum,
+    planes_from_vectors,
+    planes_of,
+    wrap,
+)
 
 
 @dataclass(frozen=True)
@@ -45,67 +55,42 @@ class Parameters(HeadTraining, Execution):
     min_turn: float = parameter("radians a plane must turn across the training range to count as identifiable", 0.0, 1e3)
     null_draws: int = parameter("random-phase kernels drawn for the null distribution", 100, 1_000_000)
     energy: float = parameter("share of squared singular values that defines the effective rank", 0.5, 0.999999)
+    far_factor: int = parameter("offsets beyond T on which the alternatives are scored, up to far_factor x T", 2, 4096)
 
 
 CLAIMS = (
-    Claim("peak_misses", "runs whose f does not peak at k", "==", 0,
-          "Exact: argmax over the training offsets of the learned kernel must be k in every run."),
-    Claim("coherence_margin", "smallest coherence minus its null's 99.9th percentile", ">", 0,
-          "In every run the identifiable planes' phase coherence must exceed the 99.9th percentile of its own "
-          "random-phase null, i.e. p < 10^-3 per run."),
-    Claim("r2_carrier_min", "lowest variance share explained by the aligned carrier", ">=", 0.9,
-          "'Most of the kernel is the carrier', without claiming that the intermediate planes are aligned, which they "
-          "are not exactly.",
-          revised="Set after a first measurement (0.92 to 0.97 at k = 3, 5, 9); no value was registered before it."),
-    Claim("r2_null_mean", "mean variance share explained by random phases", "<", 0,
-          "Random phases with the learned amplitudes must explain less than a constant does."),
+    Claim("peak_at_k", "distance of the learned kernel's in-range peak from the target offset k", "<=", 0,
+          "Exact: the argmax over the training offsets of the learned kernel must be k.", per_run=True),
+    Claim("carrier_r2", "variance share of the learned kernel on the training offsets explained by the aligned carrier",
+          ">=", 0.9, "'Most of the kernel is the carrier', without claiming that the intermediate planes are aligned, "
+          "which they are not exactly. Kernels that fit the task without the alignment explain 0.2-0.4.", per_run=True,
+          revised="Set after a first measurement (0.92 to 0.97 at k = 3, 5, 9); no value was registered before it. "
+                  "It was a minimum over seeds; it is now judged run by run, and the held-out sweep gives its pass rate."),
+    Claim("direction_rises", "gain in cosine between the head's coefficients and the amplitude-l1 max-margin kernel, "
+          "from step 10 to the end of training", ">=", 0,
+          "Gradient descent on attention converges in direction to a max-margin selector (the attention-SVM results): "
+          "training must move the head towards it, not away.", per_run=True),
+    Claim("mm_direction", "cosine between the head's coefficients and the amplitude-l1 max-margin kernel", ">=", 0.5,
+          "A bilinear head pays |q_m|^2 + |k_m|^2 >= 2 sqrt(d) a_m per plane, so its implicit bias is the max-margin "
+          "kernel in the l1 norm of plane amplitudes. After 1000 steps the head should be closer to it than to "
+          "orthogonal (random directions in 64 dimensions have |cos| about 0.12).", per_run=True),
     Claim("rank_above_encoding", "runs with learned rank above the features' rank", "==", 0,
           "Every rotary logit matrix lies in the span of the RoPE features, so its rank cannot exceed theirs.",
           role="proof"),
-    Claim("rank_gap_max", "largest |learned rank - random-phase rank|", "<=", 2,
-          "A rank that training had driven down would show as a gap larger than the +-1 spread of the random-phase ranks."),
+    reported("mm_beyond_T", "R^2 beyond T of the amplitude-l1 max-margin kernel minus that of the min-norm "
+             "interpolant, mean over runs",
+             "Registered as evidence before the first measurement (the max-margin kernel should predict the learned "
+             "kernel beyond T at least as well as the min-norm extension of its in-range values). It does not reproduce "
+             "(about 0.3-0.4 against 0.9 at the first measurement), so it is reported, and the chapter says so."),
+    reported("r2_beyond_min_norm", "R^2 beyond T of the min-norm extension of the learned in-range kernel, mean"),
+    reported("r2_beyond_carrier", "R^2 beyond T of the aligned carrier, mean over runs"),
+    reported("null_share", "share of the learned coefficients invisible on the training offsets (null space), mean"),
+    reported("cos_l2_mean", "cosine with the l2 max-margin kernel, mean over runs"),
     reported("coherence_mean", "mean phase coherence of the identifiable planes"),
+    reported("coherence_over_null", "runs whose coherence exceeds the 99.9th percentile of its random-phase null"),
+    reported("rank_gap_max", "largest |learned rank - random-phase rank| (low rank is the encoding's, not learned)"),
     reported("slow_error_filter", "mean slow-plane phase error against the matched filter (rad)"),
 )
-
-
-@dataclass(frozen=True)
-class Planes:
-    """A rotary head's kernel in plane coordinates: ``f(D) = sum_m amplitude_m cos(freq_m D + phase_m)``."""
-
-    freqs: np.ndarray
-    amplitude: np.ndarray
-    phase: np.ndarray
-
-    def profile(self, offsets: np.ndarray) -> np.ndarray:
-        """``f`` at the given offsets (float64)."""
-        return plane_sum(self.amplitude, self.phase, self.freqs, offsets)
-
-
-def plane_sum(amplitude: np.ndarray, phase: np.ndarray, freqs: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """``sum_m amplitude_m cos(freqs_m D + phase_m)`` for every ``D`` in ``offsets``."""
-    offsets = np.asarray(offsets, dtype=np.float64)
-    return (amplitude[:, None] * np.cos(freqs[:, None] * offsets[None, :] + phase[:, None])).sum(0)
-
-
-def planes_from_vectors(q: torch.Tensor, k: torch.Tensor, freqs: torch.Tensor, convention: str = "half") -> Planes:
-    """Planes of the kernel ``<q, R_{-D} k> / sqrt(d)`` of a query vector and a key vector (float64)."""
-    first, second = plane_index(q.shape[-1], convention)
-    q, k = q.detach().double(), k.detach().double()
-    zq, zk = torch.complex(q[first], q[second]), torch.complex(k[first], k[second])
-    amplitude = (zq.abs() * zk.abs() / math.sqrt(q.shape[-1])).numpy()
-    phase = (torch.angle(zq) - torch.angle(zk)).numpy()
-    return Planes(freqs.double().numpy(), amplitude, wrap(phase))
-
-
-def planes_of(head: RopeHead) -> Planes:
-    """Amplitude and phase of every rotary plane of a trained single head (float64)."""
-    return planes_from_vectors(head.q.cpu(), head.k.cpu(), head.freqs.cpu(), head.convention)
-
-
-def wrap(angle: np.ndarray) -> np.ndarray:
-    """Angles wrapped to ``(-pi, pi]``."""
-    return np.angle(np.exp(1j * np.asarray(angle)))
 
 
 def carrier_phases(freqs: np.ndarray, offset: int) -> np.ndarray:
@@ -189,6 +174,62 @@ def rank_for_energy(normalized_sv: np.ndarray, energy: float) -> int:
     return int(np.searchsorted(cumulative, energy) + 1)
 
 
+def snapshot_steps(steps: int) -> tuple[int, ...]:
+    """Training steps at which the direction towards the max-margin kernel is read: 10, 30, 100, ... and the last."""
+    marks = [m for m in (10, 30, 100, 300, 1000, 3000, 10_000, 30_000) if m < steps]
+    return (*marks, steps)
+
+
+def fitted(model: np.ndarray, target: np.ndarray, train_length: int) -> np.ndarray:
+    """``alpha * model + beta`` with ``alpha, beta`` fitted to ``target`` on the training offsets only."""
+    design = np.stack([model[:train_length], np.ones(train_length)], axis=1)
+    alpha, beta = np.linalg.lstsq(design, target[:train_length], rcond=None)[0]
+    return alpha * model + beta
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def selection(run: TrainedRun, p: Parameters) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+    """Which of the kernels that fit the training offsets the head selected, and what each does beyond ``T``.
+
+    Alternatives on the head's own features: the l2 and the amplitude-l1 (group) max-margin kernels, the minimum-norm
+    kernel equal to the learned one on ``[0, T)``, and the carrier (learned amplitudes, phases aligned at ``k``).
+    Each is scaled to the learned kernel on the training offsets only, then scored on ``[T, far_factor T)``.
+    """
+    cfg, head = run.config, run.model
+    T, k = cfg.train_length, cfg.offset
+    planes = planes_of(head)
+    freqs = planes.freqs
+    far = np.arange(p.far_factor * T)
+    psi = plane_features(freqs, far)
+    c_learned = coefficients(planes)
+    learned = psi @ c_learned
+    g = margin_rows(freqs, k, T)
+    c_l2, c_group = hard_margin_kernel(g), group_margin_kernel(g)
+    c_min_norm = min_norm_interpolant(freqs, learned[:T])
+    carrier = plane_sum(planes.amplitude, carrier_phases(freqs, k), freqs, far)
+    kernels = {"group max-margin": psi @ c_group, "l2 max-margin": psi @ c_l2, "min-norm interpolant": psi @ c_min_norm,
+               "carrier": carrier}
+    beyond = slice(T, None)
+    scores = {name: explained_variance(learned[beyond], fitted(kernel, learned, T)[beyond]) for name, kernel in kernels.items()}
+    null_space = c_learned - np.linalg.pinv(psi[:T]) @ (psi[:T] @ c_learned)
+    row = dict(offset=k, seed=cfg.seed, cos_group=cosine(c_learned, c_group), cos_l2=cosine(c_learned, c_l2),
+               cos_min_norm=cosine(c_learned, c_min_norm),
+               null_share=float(np.linalg.norm(null_space) / np.linalg.norm(c_learned)),
+               learned_margin=float((g @ c_learned).min() / np.linalg.norm(c_learned)),
+               group_margin=float((g @ c_group).min() / np.linalg.norm(c_group)),
+               **{f"r2_beyond_{name.split()[0].replace('-', '_')}": value for name, value in scores.items()})
+    direction = []
+    for step, state in sorted(run.snapshots.items()):
+        c_t = coefficients(planes_from_vectors(state["q"], state["k"], head.freqs.cpu(), head.convention))
+        direction.append(dict(offset=k, seed=cfg.seed, step=step, cos_group=cosine(c_t, c_group), cos_l2=cosine(c_t, c_l2)))
+    profiles = pd.DataFrame(dict(offset_k=k, seed=cfg.seed, delta=far, learned=learned,
+                                 **{name: fitted(kernel, learned, T) for name, kernel in kernels.items()}))
+    return row, pd.DataFrame(direction), profiles
+
+
 @dataclass
 class CarrierStudy:
     """Chapter 3's tables: one row per run, per (run, plane) and per (run, singular value)."""
@@ -198,6 +239,9 @@ class CarrierStudy:
     per_plane: pd.DataFrame
     spectra: pd.DataFrame
     profiles: pd.DataFrame  # offset, seed, offset_k, learned, carrier
+    selection: pd.DataFrame  # one row per run: cosines to the alternatives, null share, scores beyond T
+    direction: pd.DataFrame  # offset, seed, step, cos_group, cos_l2: the head's direction during training
+    far_profiles: pd.DataFrame  # offset_k, seed, delta, learned and every alternative (scaled) out to far_factor T
 
 
 def measure_run(
@@ -253,16 +297,18 @@ def measure_run(
     return row, per_plane, spectra, profiles
 
 
-def measure_trained(run: TrainedRun, p: Parameters) -> tuple[dict, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """In the worker, after training: measure the head's carrier (null draws seeded by the run)."""
+def measure_trained(run: TrainedRun, p: Parameters) -> tuple:
+    """In the worker, after training: the head's carrier (null draws seeded by the run), and what it selected."""
     rng = np.random.default_rng(derive_seed(run.config.seed, f"carrier-null-{run.config.offset}"))
-    return measure_run(run, p, rng)
+    return (*measure_run(run, p, rng), *selection(run, p))
 
 
 def carrier_study(p: Parameters, progress: bool = True) -> CarrierStudy:
     """Train RoPE heads over offsets x seeds and measure each one's carrier, in ``p.workers`` processes."""
     configs = head_run_configs(p, "rope", rope_base=p.rope_base)
-    measured = map_stacked(measure_trained, [(cfg, p) for cfg in configs], p.workers, progress)
-    rows, planes, spectra, profiles = zip(*measured, strict=True)
+    measured = map_stacked(measure_trained, [(cfg, p) for cfg in configs], p.workers, progress,
+                           snapshots=snapshot_steps(p.steps))
+    rows, planes, spectra, profiles, chosen, direction, far = zip(*measured, strict=True)
     return CarrierStudy(configs, pd.DataFrame(list(rows)), pd.concat(planes, ignore_index=True),
-                        pd.concat(spectra, ignore_index=True), pd.concat(profiles, ignore_index=True))
+                        pd.concat(spectra, ignore_index=True), pd.concat(profiles, ignore_index=True),
+                        pd.DataFrame(list(chosen)), pd.concat(direction, ignore_index=True), pd.concat(far, ignore_index=True))

@@ -11,7 +11,10 @@ glues the threshold into its prose. Each :class:`Claim` says
   guards the measurement), or ``reported`` (a number shown and not asserted);
 * ``reason``: why this threshold, argued before the measurement it judges;
 * ``revised``: if a threshold (or what a check asserts) was ever changed after results were
-  seen, from what and why. The claims summary page shows every such note.
+  seen, from what and why. The claims summary page shows every such note;
+* ``per_run``: the comparison applies to every run (one seed at one setting) separately; the
+  chapter's check is then the number of runs that fail it, which must be zero, and the record
+  keeps every run's verdict, so the robustness chapter can count passes over the held-out sweep.
 
 Thresholds are numbers or functions of the chapter's parameters (``threshold_text`` then says
 how they are computed).
@@ -41,6 +44,7 @@ class Claim:
     role: str = "evidence"
     threshold_text: str = ""
     revised: str = ""
+    per_run: bool = False
 
     def threshold_for(self, params: Any) -> float:
         """The threshold at the given chapter parameters."""

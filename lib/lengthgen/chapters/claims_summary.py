@@ -177,7 +177,7 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
     PaperClaim("pinning", PART_I, "Learned absolute encodings leave out-of-range positions unconstrained, and the trained "
                "head pins to a fixed absolute position inside the training range.", "02_absolute_pinning",
                ("rows_untouched", "in_range_accuracy", "chance_outside_interval", "argmax_in_range"),
-               (Limit("02_absolute_pinning", "strict_pin_seeds", "<", runs_of,
+               (Limit("02_absolute_pinning", "strict_pin_runs", "<", runs_of,
                       "one key takes at least 90 % of the out-of-range queries in {value:.0f} of {threshold} runs only"),),
                swept=True),
     PaperClaim("carrier", PART_I, "The learned rotary rule is a low-rank 'carrier' kernel aligned with the target offset.",

@@ -21,7 +21,13 @@ GB = 1024**3
 
 @dataclass(frozen=True)
 class Seeds(ChapterParameters):
-    seeds: int = parameter("independent seeds per setting (0 .. seeds-1)", 1, 100)
+    seeds: int = parameter("independent seeds per setting", 1, 100)
+    seed_start: int = parameter("first seed: seeds are seed_start .. seed_start + seeds - 1 (held-out sweeps start elsewhere)",
+                                0, 1_000_000)
+
+    @property
+    def seed_list(self) -> range:
+        return range(self.seed_start, self.seed_start + self.seeds)
 
 
 @dataclass(frozen=True)
@@ -78,13 +84,13 @@ def power_of_two_at_least(name: str, value: int, smallest: int, why: str) -> Non
 
 
 def head_run_configs(p: Any, kind: str, **overrides: Any) -> list[HeadRunConfig]:
-    """One single-head run per (offset, seed): ``p.offsets`` x ``0 .. p.seeds - 1``, trained on ``p.device``."""
+    """One single-head run per (offset, seed): ``p.offsets`` x ``p.seed_list``, trained on ``p.device``."""
     shared = dict(dim=p.dim, vocab=p.vocab, train_length=p.train_length, steps=p.steps, batch=p.batch, lr=p.lr,
                   device=p.device)
     if hasattr(p, "length_factor"):
         shared["max_length"] = p.length_factor * p.train_length
     shared.update(overrides)
-    return [HeadRunConfig(kind=kind, offset=k, seed=seed, **shared) for k in p.offsets for seed in range(p.seeds)]
+    return [HeadRunConfig(kind=kind, offset=k, seed=seed, **shared) for k in p.offsets for seed in p.seed_list]
 
 
 MAX_STACK = 10  # replicas trained together as one stacked model
@@ -105,21 +111,24 @@ def seed_stacks(configs: list[RunConfig], workers: int) -> list[list[int]]:
     return sorted(stacks, key=lambda s: -configs[s[0]].steps * len(s))  # longest first, so no worker is left alone at the end
 
 
-def _train_stack_and_measure(job: tuple[Callable[[TrainedRun, Any], Any], list[RunConfig], list[Any]]) -> list[Any]:
-    measure, configs, extras = job
-    return [measure(run, extra) for run, extra in zip(train_together(configs), extras, strict=True)]
+def _train_stack_and_measure(job: tuple[Callable[[TrainedRun, Any], Any], list[RunConfig], list[Any], tuple[int, ...]],
+                             ) -> list[Any]:
+    measure, configs, extras, snapshots = job
+    runs = train_together(configs, snapshots=snapshots)
+    return [measure(run, extra) for run, extra in zip(runs, extras, strict=True)]
 
 
 def map_stacked(measure: Callable[[TrainedRun, Any], Any], jobs: list[tuple[RunConfig, Any]], workers: int,
-                progress: bool = True, desc: str = "train + measure") -> list[Any]:
+                progress: bool = True, desc: str = "train + measure", snapshots: tuple[int, ...] = ()) -> list[Any]:
     """``[measure(train(cfg), extra) for cfg, extra in jobs]``, with runs that differ only in their seed trained
     together (:func:`lengthgen.model.training.train_together`) in ``workers`` processes; results in job order.
 
-    ``measure`` must be importable (a module-level function): it runs in the worker, next to the trained model.
+    ``measure`` must be importable (a module-level function): it runs in the worker, next to the trained model
+    (and its parameter ``snapshots`` at the listed steps).
     """
     configs = [cfg for cfg, _ in jobs]
     stacks = seed_stacks(configs, workers)
-    work = [(measure, [configs[i] for i in stack], [jobs[i][1] for i in stack]) for stack in stacks]
+    work = [(measure, [configs[i] for i in stack], [jobs[i][1] for i in stack], tuple(snapshots)) for stack in stacks]
     results: list[Any] = [None] * len(jobs)
     for stack, measured in zip(stacks, map_runs(_train_stack_and_measure, work, workers=workers, progress=progress,
                                                 desc=desc), strict=True):

@@ -259,7 +259,7 @@ def seed_study(job: tuple[Parameters, int, int]) -> tuple[list[dict], list[dict]
 
 def linear_control_study(p: Parameters, progress: bool = True) -> LinearControlStudy:
     """Min-norm selection, (no) extrapolation and optimizer dependence of linear rotary attention, per offset and seed."""
-    jobs = [(p, k, seed) for k in p.offsets for seed in range(p.seeds)]
+    jobs = [(p, k, seed) for k in p.offsets for seed in p.seed_list]
     results = map_runs(seed_study, jobs, workers=p.workers, progress=progress, desc="offsets x seeds")
     selection, lengths, spectrum, ablation = ([row for part in parts for row in part] for parts in zip(*results, strict=True))
     return LinearControlStudy(pd.DataFrame(selection), pd.DataFrame(lengths), pd.concat(spectrum, ignore_index=True),

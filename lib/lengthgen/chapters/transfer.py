@@ -32,9 +32,10 @@ from ..model.seeding import derive_seed, generator
 from ..model.tasks import task_batch
 from ..model.training import TrainedRun
 from ..model.transformer import NetworkRunConfig, TransformerConfig
-from .carrier import coherence, null_coherence, planes_from_vectors, wrap
+from .carrier import coherence, null_coherence
 from .claims import Claim, f32_toeplitz, reported
 from .common import GB, Execution, LengthSweep, Seeds, Task, map_stacked, power_of_two_at_least
+from .planes import planes_from_vectors, wrap
 
 EVAL_SEQUENCE_CHUNK = 16  # sequences per forward pass when scoring accuracy
 
@@ -278,10 +279,11 @@ def transfer_jobs(p: Parameters) -> list[tuple[NetworkRunConfig, tuple[str, Para
     shared = dict(train_length=p.train_length, batch=p.batch, lr=p.lr, device=p.device)
     variants = transfer_variants(p)
     jobs = [(NetworkRunConfig(model=model, task="shift", offset=k, steps=p.steps, seed=seed, **shared), (label, p))
-            for label, model in variants for k in p.offsets for seed in range(p.seeds)]
+            for label, model in variants for k in p.offsets for seed in p.seed_list]
     jobs += [(NetworkRunConfig(model=model, task="copy", offset=p.offsets[0], steps=p.copy_steps, seed=seed, **shared),
               (label, p))
-             for label, model in variants if label in COPY_VARIANTS for seed in range(p.copy_seeds)]
+             for label, model in variants if label in COPY_VARIANTS
+             for seed in range(p.seed_start, p.seed_start + p.copy_seeds)]
     return jobs
 
 

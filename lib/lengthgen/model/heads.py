@@ -56,11 +56,14 @@ class PositionOnlyHead(nn.Module):
     def device(self) -> torch.device:
         return self.value.device
 
-    def attention(self, length: int, query_pos: torch.Tensor | None = None) -> torch.Tensor:
-        """Causal attention weights ``(n_queries, length)`` for the given query positions (default: all)."""
+    def attention(self, length: int, query_pos: torch.Tensor | None = None, start: int | torch.Tensor = 0) -> torch.Tensor:
+        """Causal attention weights ``(n_queries, length)`` for the given query indices (default: all).
+
+        Token ``i`` sits at position ``start + i`` (``start`` 0 unless a run trains on windows of a longer range).
+        """
         keys = torch.arange(length, device=self.device)
         queries = keys if query_pos is None else query_pos.to(self.device)
-        logits = self.position_logits(queries, keys)
+        logits = self.position_logits(queries + start, keys + start)
         logits = logits.masked_fill(keys[None, :] > queries[:, None], float("-inf"))
         return torch.softmax(logits, dim=-1)
 
@@ -68,15 +71,15 @@ class PositionOnlyHead(nn.Module):
         """Mean cross-entropy over the positions that have a target."""
         return sequence_cross_entropy(logits, targets)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Vocabulary logits ``(batch, length, vocab)`` at every position of ``tokens``.
+    def forward(self, tokens: torch.Tensor, start: int | torch.Tensor = 0) -> torch.Tensor:
+        """Vocabulary logits ``(batch, length, vocab)`` at every position of ``tokens`` (token ``i`` at ``start + i``).
 
         The attention pattern depends on positions only, so one ``(length, length)`` matrix serves
         every sequence: the logits are ``attention @ W[tokens]`` with ``W`` the readout matrix,
         computed as a single matrix product over the whole batch.
         """
         batch, length = tokens.shape
-        attn = self.attention(length).to(self.value.dtype)
+        attn = self.attention(length, start=start).to(self.value.dtype)
         rows = self.readout_matrix()[tokens]  # (batch, length, vocab): the logits of full attention on each token
         folded = rows.transpose(0, 1).reshape(length, -1)  # (length, batch * vocab)
         return (attn @ folded).reshape(length, batch, -1).transpose(0, 1)
@@ -164,7 +167,7 @@ class ApeHead(PositionOnlyHead):
 
     def position_logits(self, query_pos: torch.Tensor, key_pos: torch.Tensor) -> torch.Tensor:
         query_pos, key_pos = query_pos.to(self.device), key_pos.to(self.device)
-        if int(max(query_pos.max(), key_pos.max())) >= self.max_length:
+        if not torch._C._functorch.is_batchedtensor(query_pos) and int(max(query_pos.max(), key_pos.max())) >= self.max_length:
             raise ValueError(f"position beyond the APE table (max_length={self.max_length})")
         queries = (self.const + self.table[query_pos]) @ self.w_q.T
         keys = (self.const + self.table[key_pos]) @ self.w_k.T
@@ -236,7 +239,17 @@ class HeadRunConfig(RunConfig):
     rope_full_band: bool = False  # frequencies pi * base^(-2m/d) instead of base^(-2m/d)
     qk_init_std: float = 0.1
     table_init_std: float = 0.02
-    max_length: int = 512  # APE table rows (only the first train_length are ever trained)
+    max_length: int = 512  # APE table rows (only the first train_length are trained, unless window_starts > 0)
+    window_starts: int = 0  # each training batch starts at a position drawn from 0 .. window_starts (0: always at 0)
+
+    def sample_batch(self, gen: torch.Generator) -> tuple[tuple[torch.Tensor, torch.Tensor] | torch.Tensor, torch.Tensor]:
+        """A training batch; with ``window_starts`` the inputs are ``(tokens, start)``, the batch's first position."""
+        tokens, targets = super().sample_batch(gen)
+        if not self.window_starts:
+            return tokens, targets
+        if self.window_starts + self.train_length > self.max_length:
+            raise ValueError("window_starts + train_length must fit in the APE table (max_length)")
+        return (tokens, torch.randint(0, self.window_starts + 1, (), generator=gen, device="cpu")), targets
 
     def build_model(self) -> RopeHead | ApeHead:
         gen = generator(self.seed, self.init_stream)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 import torch
@@ -66,19 +66,22 @@ class RunConfig(Config):
         """The freshly initialized model of this run, on the CPU."""
         raise NotImplementedError
 
-    def sample_batch(self, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """One CPU training batch ``(inputs, targets)`` of the task at the training length."""
+    def sample_batch(self, gen: torch.Generator) -> tuple[torch.Tensor | tuple[torch.Tensor, ...], torch.Tensor]:
+        """One CPU training batch ``(inputs, targets)`` of the task at the training length (inputs: one tensor, or a
+        tuple of tensors the model takes as its arguments)."""
         return task_batch(self.task, self.batch, self.train_length, self.vocab, self.offset, gen)
 
 
 @dataclass
 class TrainedRun:
-    """A trained model with its configuration, its loss at every step and its initial parameters."""
+    """A trained model with its configuration, its loss at every step, its initial parameters, and snapshots of its
+    parameters after the steps that were asked for (``{step: {name: tensor}}``)."""
 
     config: RunConfig
     model: nn.Module
     losses: list[float]
     initial_state: dict[str, torch.Tensor]
+    snapshots: dict[int, dict[str, torch.Tensor]] = field(default_factory=dict)
 
 
 def make_optimizer(cfg: RunConfig, parameters: list[nn.Parameter]) -> torch.optim.Optimizer:
@@ -95,12 +98,12 @@ def stack_key(cfg: RunConfig) -> RunConfig:
     return cfg.with_(seed=0)
 
 
-def train(cfg: RunConfig, progress: bool = False) -> TrainedRun:
+def train(cfg: RunConfig, progress: bool = False, snapshots: Sequence[int] = ()) -> TrainedRun:
     """Train one run: :func:`train_together` with a single replica."""
-    return train_together([cfg], progress)[0]
+    return train_together([cfg], progress, snapshots)[0]
 
 
-def train_together(configs: Sequence[RunConfig], progress: bool = False) -> list[TrainedRun]:
+def train_together(configs: Sequence[RunConfig], progress: bool = False, snapshots: Sequence[int] = ()) -> list[TrainedRun]:
     """Train runs that differ only in their seed as one stacked model, and return each as its own trained model.
 
     Every replica keeps its own initialization, its own data stream and its own loss; their
@@ -110,7 +113,8 @@ def train_together(configs: Sequence[RunConfig], progress: bool = False) -> list
     parameters is that replica's own gradient; Adam and SGD act elementwise. Each step draws a
     batch from every replica's data stream, computes ``model.loss(model(inputs), targets)`` and
     takes one optimizer step; with ``warmup_fraction > 0`` the learning rate rises linearly over
-    the first ``floor(steps * warmup_fraction)`` steps.
+    the first ``floor(steps * warmup_fraction)`` steps. After each step listed in ``snapshots`` every
+    replica's parameters are copied into its run's ``snapshots``.
     """
     configs = list(configs)
     keys = {stack_key(cfg) for cfg in configs}
@@ -123,8 +127,8 @@ def train_together(configs: Sequence[RunConfig], progress: bool = False) -> list
     params, buffers = stack_module_state(models)
     template = models[0]
 
-    def replica_loss(p: dict, b: dict, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return template.loss(functional_call(template, (p, b), (inputs,)), targets)
+    def replica_loss(p: dict, b: dict, inputs: tuple[torch.Tensor, ...], targets: torch.Tensor) -> torch.Tensor:
+        return template.loss(functional_call(template, (p, b), inputs), targets)
 
     batched_loss = vmap(replica_loss)  # functorch has no batching rule for CPU flash attention: it loops, correctly
     gens = [generator(c.seed, c.data_stream) for c in configs]
@@ -134,11 +138,13 @@ def train_together(configs: Sequence[RunConfig], progress: bool = False) -> list
         warmup = max(1, math.floor(cfg.steps * cfg.warmup_fraction))
         schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / warmup))
     losses: torch.Tensor | None = None  # filled on the device, in the loss's dtype: no host sync per step
+    kept: dict[int, dict[str, torch.Tensor]] = {}
     desc = f"{type(cfg).__name__} x{len(configs)}"
     warnings.filterwarnings("ignore", message="There is a performance drop because we have not yet implemented the batching rule")
     for step in tqdm(range(cfg.steps), disable=not progress, desc=desc, leave=False):
         batches = [c.sample_batch(g) for c, g in zip(configs, gens, strict=True)]
-        inputs = torch.stack([b[0] for b in batches]).to(device)
+        parts = [b[0] if isinstance(b[0], tuple) else (b[0],) for b in batches]
+        inputs = tuple(torch.stack(column).to(device) for column in zip(*parts, strict=True))
         targets = torch.stack([b[1] for b in batches]).to(device)
         loss = batched_loss(params, buffers, inputs, targets)  # (replicas,)
         opt.zero_grad(set_to_none=False)
@@ -149,6 +155,8 @@ def train_together(configs: Sequence[RunConfig], progress: bool = False) -> list
         if losses is None:
             losses = torch.empty(cfg.steps, len(configs), dtype=loss.dtype, device=device)
         losses[step] = loss.detach()  # a copy: keeping ``loss`` itself would keep its whole storage alive
+        if step + 1 in snapshots:
+            kept[step + 1] = {name: p.detach().cpu().clone() for name, p in params.items()}
     runs = []
     with torch.no_grad():
         for i, (c, model) in enumerate(zip(configs, models, strict=True)):
@@ -156,5 +164,6 @@ def train_together(configs: Sequence[RunConfig], progress: bool = False) -> list
                 p.copy_(params[name][i])
             model.eval()
             curve = [] if losses is None else losses[:, i].tolist()
-            runs.append(TrainedRun(c, model, curve, initial[i]))
+            taken = {step: {name: p[i] for name, p in state.items()} for step, state in kept.items()}
+            runs.append(TrainedRun(c, model, curve, initial[i], taken))
     return runs
