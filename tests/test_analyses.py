@@ -104,3 +104,16 @@ def test_window_training_moves_table_rows_beyond_the_training_length():
     assert not moved[24:].any(), "rows no window reaches keep their initialization"
     with pytest.raises(ValueError, match="window_starts"):
         HeadRunConfig(kind="ape", train_length=8, max_length=20, window_starts=16).sample_batch(generator(0, "w"))
+
+
+def test_hijack_bias_and_constant_gain():
+    import pandas as pd
+
+    from lengthgen.chapters.equivariance import constant_gain, hijack_bias
+
+    hijack = pd.DataFrame(dict(observed=[1000, 10000, None], predicted=[4000.0, 40000.0, 1e9]))
+    hijack["signed"] = [np.log10(1000 / 4000), np.log10(10000 / 40000), np.nan]
+    assert hijack_bias(hijack) == pytest.approx(np.log10(0.25))  # late by 4x in both runs
+    # the constant 10^3.5 errs by 0.5 in both; the law by 0.6: the law does not beat it
+    assert constant_gain(hijack) == pytest.approx(np.log10(4) - 0.5)
+    assert math.isnan(hijack_bias(hijack.iloc[2:]))

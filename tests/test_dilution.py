@@ -145,3 +145,17 @@ print(before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
     before_kb, peak_kb = map(int, out)
     assert peak_kb < 2 * 1024 * 1024, f"peak RSS {peak_kb / 1024:.0f} MB"
     assert peak_kb - before_kb < 512 * 1024, f"evaluation added {(peak_kb - before_kb) / 1024:.0f} MB"
+
+
+def test_decay_onsets_find_the_last_saturated_length_before_the_collapse():
+    import pandas as pd
+
+    from lengthgen.chapters.dilution_law import decay_onsets
+
+    curves = pd.DataFrame(dict(base=1e4, offset=3, seed=0, length=[32, 64, 128, 256, 512],
+                               observed=[1.0, 1.0, 0.995, 0.6, 0.1], mass=[0.5, 0.4, 0.2, 0.05, 0.01]))
+    per_run = pd.DataFrame(dict(base=[1e4, 1e4], offset=[3, 3], seed=[0, 1], half_observed=[300.0, np.inf]))
+    onsets = decay_onsets(curves, per_run)
+    assert len(onsets) == 1  # the run that never collapses has no onset
+    assert onsets.onset.iloc[0] == 128 and onsets.mass_at_onset.iloc[0] == 0.2
+    assert onsets.width.iloc[0] == pytest.approx(300 / 128)

@@ -31,9 +31,10 @@ def test_chapter_deletes_its_record_at_start_and_writes_it_at_finish(tmp_path, q
     chapter = robustness(tmp_path)
     assert not old.exists(), "a chapter that stops before its claim check must leave no record"
     assert quiet_glue["thr_missing_runs"] == 0
-    chapter.check("missing_runs", 0)
-    chapter.check("error_runs", 0)
-    chapter.report("sweep_checks_failed", 3)
+    for name in ("missing_runs", "error_runs", "seeds_reused", "proof_failures"):
+        chapter.check(name, 0)
+    for name in ("sanity_failures", "excess_failures", "evidence_runs_failed"):
+        chapter.report(name, 3)
     record = chapter.finish()
     data = json.loads(old.read_text())
     assert data["code_fingerprint"] == code_fingerprint("07_robustness") == record.code_fingerprint
@@ -45,7 +46,8 @@ def test_chapter_deletes_its_record_at_start_and_writes_it_at_finish(tmp_path, q
 def test_failed_claim_is_recorded_then_raised(tmp_path):
     chapter = robustness(tmp_path)
     chapter.check("missing_runs", 2)
-    chapter.check("error_runs", 0)
+    for name in ("error_runs", "seeds_reused", "proof_failures"):
+        chapter.check(name, 0)
     with pytest.raises(AssertionError, match="missing_runs"):
         chapter.finish()
     assert json.loads((tmp_path / "07_robustness.json").read_text())["checks"][0]["passed"] is False
@@ -56,7 +58,7 @@ def test_claims_must_be_registered_and_used_as_registered(tmp_path):
     with pytest.raises(KeyError, match="not registered"):
         chapter.check("made_up", 1.0)
     with pytest.raises(ValueError, match="registered as reported"):
-        chapter.check("sweep_checks_failed", 1)
+        chapter.check("evidence_runs_failed", 1)
     with pytest.raises(ValueError, match="registered with a threshold"):
         chapter.report("missing_runs", 1)
     with pytest.raises(AssertionError, match="never checked"):

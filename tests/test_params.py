@@ -81,7 +81,11 @@ def test_int_accepted_for_float():
         ("06_transfer", dict(length_factor=1024, train_length=1024), r"need about \d+.* GB of memory"),
         ("05_linear_control", dict(length_factor=2), r"'length_factor' = 2 is out of range: must be a power of two >= 4"),
         ("05_linear_control", dict(length_factor=48), r"'length_factor' = 48 is out of range: must be a power of two >= 4"),
-        ("02_absolute_pinning", dict(table_init_stds=[0.001, 1.0]), r"'table_init_stds' = \[0.001, 1.0\] must include the default"),
+        (
+            "02_absolute_pinning",
+            dict(table_init_stds=[0.001, 1.0]),
+            r"'table_init_stds' = \[0.001, 1.0\] must include the default",
+        ),
         ("03_carrier", dict(energy=2.0), r"'energy' = 2.0 is out of range"),
         ("04_dilution_law", dict(mc_samples=10_000_000, exact_offsets=1_000_000), r"GB of memory"),
         ("07_robustness", dict(sweep_name="nope"), r"'sweep_name' = 'nope' names no committed sweep"),

@@ -86,3 +86,26 @@ def test_predicted_first_hijack():
     tail = random_phase_tail(planes.amplitude, 1.5)
     assert predicted_first_hijack(planes, 1.5, 64) == pytest.approx(64 + 1 / tail)
     assert torch.is_tensor(torch.tensor(tail))
+
+
+def test_projected_kernel_is_the_nearest_feasible_point():
+    from lengthgen.chapters.planes import projected_kernel
+
+    g = np.array([[1.0, 0.0], [0.0, 1.0]])
+    # from (3, -2) with margin 1: the first constraint is slack, the second binds -> (3, 1)
+    assert np.allclose(projected_kernel(g, np.array([3.0, -2.0]), 1.0), [3.0, 1.0], atol=1e-6)
+    # a feasible start is its own projection
+    assert np.allclose(projected_kernel(g, np.array([2.0, 5.0]), 1.0), [2.0, 5.0], atol=1e-9)
+
+
+def test_feasible_kernels_fit_the_task_with_the_heads_margin():
+    from lengthgen.chapters.carrier import carrier_r2, feasible_kernels
+
+    freqs = 10000.0 ** (-np.arange(8) / 8)
+    g = margin_rows(freqs, offset=3, train_length=16)
+    c_head = hard_margin_kernel(g) * 2.0  # margin 2
+    kernels = feasible_kernels(g, c_head, 5, np.random.default_rng(0))
+    for c in kernels:
+        assert (g @ c).min() >= 2.0 - 1e-5
+    # the l2 max-margin kernel of a short window is the carrier of its own amplitudes, up to the slow planes
+    assert carrier_r2(c_head, freqs, 3, 16) > np.mean([carrier_r2(c, freqs, 3, 16) for c in kernels])

@@ -96,6 +96,14 @@ def test_interrupted_sweep_resumes_only_missing_runs(tmp_path):
     assert run_sweep(spec, progress=False) == {}
     table = pd.read_csv(tmp_path / "tiny" / "results.csv")
     assert table.key.nunique() == 3 and set(table.param_offsets) == {"[3]", "[5]", "[7]"}
+    verdicts = pd.read_csv(tmp_path / "tiny" / "per_run.csv")
+    assert set(verdicts.key) == set(table.key) and set(verdicts.offset) == {3, 5, 7}
+    per_run_claims = set(table.name[table.value.notna()]) & set(verdicts.name)
+    assert per_run_claims == {"peak_at_k", "worst_accuracy", "hijack_prediction"}
+    # a per-run claim's check counts the failing verdicts of its run
+    for (key, name), group in verdicts.groupby(["key", "name"]):
+        row = table[(table.key == key) & (table.name == name)].iloc[0]
+        assert row.value == (~group.passed).sum()
     assert not list((tmp_path / "tiny" / "runs").glob(".*tmp"))
 
 
@@ -173,3 +181,10 @@ def test_a_slice_of_the_committed_sweep_reproduces(tmp_path):
         else:
             assert np.isclose(new.value, row.value, rtol=rtol, atol=1e-12), (
                 f"{name}: {row.value} -> {new.value} (rtol {rtol:.1e})")
+    # every seed's verdict on every per-run claim, and the value behind it
+    fresh_runs = pd.read_csv(tmp_path / "per_run.csv").set_index(["name", "offset", "seed"]).sort_index()
+    old_runs = pd.read_csv(folder / "per_run.csv")
+    old_runs = old_runs[old_runs.key == run.key].set_index(["name", "offset", "seed"]).sort_index()
+    assert list(fresh_runs.index) == list(old_runs.index) and len(old_runs)
+    assert (fresh_runs.passed == old_runs.passed).all()
+    assert np.allclose(fresh_runs.value, old_runs.value, rtol=rtol, atol=1e-12, equal_nan=True)

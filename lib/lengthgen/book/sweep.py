@@ -16,7 +16,9 @@ hashes what produces the run: chapter, full parameters, the chapter's code finge
 notebook hash (:func:`lengthgen.book.rerun.run_key`). Rerunning an interrupted sweep executes
 only the missing runs and loses nothing; after a change to the code or the notebook a chapter
 runs, every affected run has a new key and runs again. ``results.csv`` aggregates the records
-of the spec's current runs only (one row per run and claim); ``--prune`` deletes the others.
+of the spec's current runs only (one row per run and claim), and ``per_run.csv`` the verdicts of
+claims stated for every run (one row per run, claim, offset and seed); ``--prune`` deletes the
+others.
 Each run's record folder reaches the chapter as an argument, so a multi-threaded Dask worker can
 run several chapters at once. Chapters take a ``device`` parameter like any other
 (``fixed: {device: cuda}`` in a spec).
@@ -113,30 +115,49 @@ def execute_run(run: Run, folder: str) -> tuple[str, str]:
     return run.key, status
 
 
+def run_columns(record: dict) -> dict:
+    """The columns that identify a run in the sweep's tables: key, chapter, status, fingerprints, overrides."""
+    row = dict(key=record["key"], chapter=record["chapter"], status=record["status"],
+               code_fingerprint=record["code_fingerprint"][:16], notebook_hash=record["notebook_hash"][:16],
+               overrides=json.dumps(record["overrides"], sort_keys=True))
+    row.update({f"param_{k}": json.dumps(v) if isinstance(v, list) else v for k, v in record["overrides"].items()})
+    return row
+
+
+def stored_records(folder: Path, keys: set[str] | None) -> Iterable[dict]:
+    """The stored run records of a sweep folder whose key is in ``keys`` (default: all), in key order."""
+    for path in sorted((folder / "runs").glob("*.json")):
+        if keys is None or path.stem in keys:
+            yield load_record(path)
+
+
+def ordered(table: pd.DataFrame, last: list[str], sort: list[str]) -> pd.DataFrame:
+    """Identifying columns first, then the parameters, then ``last``; sorted by ``sort``."""
+    if not len(table):
+        return table
+    params = sorted(c for c in table.columns if c.startswith("param_"))
+    first = ["key", "chapter", "status", "code_fingerprint", "notebook_hash", "overrides", *params]
+    return table[first + last].sort_values(sort).reset_index(drop=True)
+
+
 def results_table(folder: Path, keys: set[str] | None = None) -> pd.DataFrame:
     """One row per (run, check) of the stored records whose key is in ``keys`` (default: all), sorted.
 
     Wall times and creation times are left out, so the rows of a run are reproducible.
     """
+    rows = [{**run_columns(record), **check} for record in stored_records(folder, keys) for check in record["checks"]]
+    return ordered(pd.DataFrame(rows), ["name", "claim", "role", "value", "comparison", "threshold", "passed"],
+                   ["chapter", "key", "name"])
+
+
+def per_run_table(folder: Path, keys: set[str] | None = None) -> pd.DataFrame:
+    """One row per (run, per-run claim, offset, seed): the value and verdict every seed of every run got."""
     rows = []
-    for path in sorted((folder / "runs").glob("*.json")):
-        if keys is not None and path.stem not in keys:
-            continue
-        record = load_record(path)
-        for check in record["checks"]:
-            row = dict(key=record["key"], chapter=record["chapter"], overrides=json.dumps(record["overrides"], sort_keys=True),
-                       code_fingerprint=record["code_fingerprint"][:16], notebook_hash=record["notebook_hash"][:16],
-                       status=record["status"])
-            row.update({f"param_{k}": json.dumps(v) if isinstance(v, list) else v for k, v in record["overrides"].items()})
-            row.update(check)
-            rows.append(row)
-    table = pd.DataFrame(rows)
-    if not len(table):
-        return table
-    params = sorted(c for c in table.columns if c.startswith("param_"))
-    first = ["key", "chapter", "status", "code_fingerprint", "notebook_hash", "overrides", *params]
-    last = ["name", "claim", "role", "value", "comparison", "threshold", "passed"]
-    return table[first + last].sort_values(["chapter", "key", "name"]).reset_index(drop=True)
+    for record in stored_records(folder, keys):
+        for name, verdicts in record.get("details", {}).get("per_run", {}).items():
+            rows += [{**run_columns(record), "name": name, **verdict} for verdict in verdicts]
+    return ordered(pd.DataFrame(rows), ["name", "offset", "seed", "value", "passed"],
+                   ["chapter", "key", "name", "offset", "seed"])
 
 
 def sweep_folder(spec_path: Path) -> Path:
@@ -146,13 +167,13 @@ def sweep_folder(spec_path: Path) -> Path:
 
 
 def write_results(folder: Path, keys: set[str] | None = None) -> Path:
-    """Rewrite ``results.csv`` from the records of ``keys`` (default: every stored record), atomically."""
-    path = folder / "results.csv"
-    table = results_table(folder, keys)
-    tmp = path.with_name(".results.csv.tmp")
-    table.to_csv(tmp, index=False)
-    os.replace(tmp, path)
-    return path
+    """Rewrite ``results.csv`` and ``per_run.csv`` from the records of ``keys`` (default: every stored record),
+    each atomically; returns the path of ``results.csv``."""
+    for name, table in (("results.csv", results_table(folder, keys)), ("per_run.csv", per_run_table(folder, keys))):
+        tmp = folder / f".{name}.tmp"
+        table.to_csv(tmp, index=False)
+        os.replace(tmp, folder / name)
+    return folder / "results.csv"
 
 
 def _local(runs: list[Run], folder: Path, workers: int) -> Iterable[tuple[str, str]]:

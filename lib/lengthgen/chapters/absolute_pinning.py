@@ -61,33 +61,50 @@ CLAIMS = (
           "Bitwise, no tolerance: the rows beyond T get an exactly zero gradient, and Adam without weight decay turns "
           "a zero gradient into a zero update. True by construction: it guards the measurement.", role="sanity"),
     Claim("in_range_accuracy", "in-range accuracy at length T (default init)", ">=", 0.99,
-          "The task is noiseless; 0.99 leaves room for a handful of errors among 256 x 27 scored queries.", per_run=True),
+          "The task is noiseless; 0.99 leaves room for a handful of errors among 256 x 27 scored queries. It says the "
+          "head was trained, whatever account of length generalization is true.", per_run=True, role="sanity"),
     Claim("chance_beyond_T", "lengths at which 1/V falls outside the exact 99.9 % interval of the out-of-range accuracy, "
           "the pinned-target query excluded (default init)", "<=", 0,
           "At chance, 1/V lies inside the exact 99.9 % interval at each length with probability 0.999; four lengths per "
-          "run. The one query whose target is the pinned token is right for a different reason and is scored on its own.",
+          "run. The one query whose target is the pinned token is right for a different reason and is reported on its "
+          "own.",
           per_run=True,
           revised="The first version counted every out-of-range query; 13 of 160 cells of the committed sweep then "
                   "excluded 1/V, where 0.16 were expected. For the query t = p + k the target is the pinned token "
-                  "itself, so chance is not 1/V there: it is now excluded here and checked by pinned_target."),
+                  "itself, so chance is not 1/V there, and it is now excluded. At the defaults the pinned keys (22-26 "
+                  "for k = 5) put that query inside the training range, so the exclusion changes nothing there; "
+                  "whether it accounts for the sweep's failures is for the held-out sweep to show."),
     Claim("argmax_in_range", "share of out-of-range queries whose most attended key lies inside [0, T) (default init)",
           ">=", 1.0, "Every out-of-range query must attend most to a trained position: the pin is absolute and inside "
           "the training range. A head whose far queries looked anywhere would fail it.", per_run=True,
           revised="First asserted in the strict form 'the most common key takes >= 0.9 of the out-of-range queries, in "
                   "every seed'. It held in 4 of 5 seeds at the first measurement (seed 4: 0.81, queries split between "
                   "two keys), so only this robust form is asserted and the strict form is reported."),
-    Claim("pinned_target", "accuracy of the out-of-range query whose target is the pinned token (default init; runs "
-          "whose pinned key lies in the last k positions)", ">=", 0.5,
-          "Pinning predicts that query right: the head retrieves the pinned token, which there is the target. At chance "
-          "it would be right 1/V of the time.", per_run=True),
     Claim("pin_limit", "share of out-of-range queries that attend most to the key predicted for a vanishing "
-          "initialization (smallest init)", ">=", 0.99,
+          "initialization (default init)", ">=", 0.9,
           "As the table's initialization vanishes every out-of-range query becomes W_q c, so all attend most to the "
-          "single key p* = argmax_s <W_q c, k_s>, computed from the trained weights alone.", per_run=True),
+          "single key p* = argmax_s <W_q c, k_s>, computed from the trained weights alone. At the default init the "
+          "untrained rows still perturb every query; if they mattered, the queries would scatter over other keys.",
+          per_run=True,
+          revised="First asserted at the smallest initialization (sigma = 0.001, threshold 0.99). There the observed "
+                  "query differs from W_q c by O(sigma), so the check nearly repeats the prediction's own computation "
+                  "and could hardly fail. It was moved to the default sigma = 0.02 after the first measurement had "
+                  "shown shares of 0.93-1.0 there; the threshold 0.9 was set after seeing them."),
+    Claim("windows_generalize", "out-of-range accuracy at 2T of the APE head trained on windows over the whole table",
+          ">=", 0.5,
+          "The control that separates coverage from APE as such: with every row trained, the rule reaches positions "
+          "beyond T. Chance is 1/V; a head that still memorized would stay there.", per_run=True,
+          revised="Reported, not asserted, at the first measurement (0.94 at 2T, mean over runs); asserted from then "
+                  "on, with a threshold set after seeing it (about half the observed accuracy, 32 times chance)."),
+    reported("pinned_target_accuracy", "accuracy of the out-of-range query whose target is the pinned token, mean over "
+             "the runs that have one (default init; NaN when none does)",
+             revised="First asserted (>= 0.5 in every run that has such a query). It covered no run at the defaults: "
+                     "keys in the last k positions are never targets in training, and the pin rarely falls there, so "
+                     "an empty set passed. It is reported, with the number of runs."),
     reported("strict_pin_runs", "runs (default init) whose most common key takes >= 0.9 of out-of-range queries"),
     reported("pinned_mass_mean", "mean attention mass on the pinned key beyond T (default init)"),
     reported("entropy_mean", "mean attention entropy beyond T, as a share of log L (default init)"),
-    reported("windows_out_of_range", "out-of-range accuracy at 2T of APE heads trained on windows over the whole range"),
+    reported("pinned_target_runs", "runs whose pinned key lies in the last k positions of the training range"),
 )
 
 

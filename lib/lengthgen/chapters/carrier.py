@@ -33,6 +33,7 @@ from .claims import Claim, reported
 from .common import Execution, HeadTraining, head_run_configs, map_stacked
 from .planes import (
     Planes,
+    amplitude_norm,
     coefficients,
     group_margin_kernel,
     hard_margin_kernel,
@@ -40,10 +41,15 @@ from .planes import (
     min_norm_interpolant,
     plane_features,
     plane_sum,
+    planes_from_coefficients,
     planes_from_vectors,
     planes_of,
+    projected_kernel,
     wrap,
 )
+
+FEASIBLE_DRAWS = 50  # random kernels per run that fit the training offsets as well as the head does
+FEASIBLE_QUANTILE = 0.95  # the learned head must beat this quantile of them
 
 
 @dataclass(frozen=True)
@@ -60,23 +66,41 @@ class Parameters(HeadTraining, Execution):
 
 CLAIMS = (
     Claim("peak_at_k", "distance of the learned kernel's in-range peak from the target offset k", "<=", 0,
-          "Exact: the argmax over the training offsets of the learned kernel must be k.", per_run=True),
+          "Exact: the argmax over the training offsets of the learned kernel must be k. The precondition of everything "
+          "below (and, for k = 5, the same heads as chapter 1's check).", per_run=True, role="sanity"),
     Claim("carrier_r2", "variance share of the learned kernel on the training offsets explained by the aligned carrier",
           ">=", 0.9, "'Most of the kernel is the carrier', without claiming that the intermediate planes are aligned, "
-          "which they are not exactly. Kernels that fit the task without the alignment explain 0.2-0.4.", per_run=True,
+          "which they are not exactly.", per_run=True,
           revised="Set after a first measurement (0.92 to 0.97 at k = 3, 5, 9); no value was registered before it. "
                   "It was a minimum over seeds; it is now judged run by run, and the held-out sweep gives its pass rate."),
-    Claim("direction_rises", "gain in cosine between the head's coefficients and the amplitude-l1 max-margin kernel, "
-          "from step 10 to the end of training", ">=", 0,
-          "Gradient descent on attention converges in direction to a max-margin selector (the attention-SVM results): "
-          "training must move the head towards it, not away.", per_run=True),
-    Claim("mm_direction", "cosine between the head's coefficients and the amplitude-l1 max-margin kernel", ">=", 0.5,
-          "A bilinear head pays |q_m|^2 + |k_m|^2 >= 2 sqrt(d) a_m per plane, so its implicit bias is the max-margin "
-          "kernel in the l1 norm of plane amplitudes. After 1000 steps the head should be closer to it than to "
-          "orthogonal (random directions in 64 dimensions have |cos| about 0.12).", per_run=True),
-    Claim("rank_above_encoding", "runs with learned rank above the features' rank", "==", 0,
-          "Every rotary logit matrix lies in the span of the RoPE features, so its rank cannot exceed theirs.",
-          role="proof"),
+    Claim("carrier_specific", f"learned carrier R^2 minus the {FEASIBLE_QUANTILE:.0%} quantile of the carrier R^2 of "
+          f"{FEASIBLE_DRAWS} random kernels that fit the training offsets with the head's own margin and norm", ">", 0,
+          "What a wrong account predicts: if training only had to fit the task, the head would be one of the many "
+          "kernels that do, and any of them would score as well. Each comparison kernel is the one nearest to a random "
+          "start of the head's norm that separates the target by the head's own margin on every training offset. "
+          "Registered before the comparison kernels were first computed.", per_run=True),
+    reported("mm_direction_excess", f"cosine between the head's coefficients and the amplitude-l1 max-margin kernel, "
+             f"minus the {FEASIBLE_QUANTILE:.0%} quantile of the same cosine for the random kernels of carrier_specific, "
+             f"largest over runs",
+             "A bilinear head pays |q_m|^2 + |k_m|^2 >= 2 sqrt(d) a_m per plane, so the implicit-bias account makes the "
+             "max-margin kernel in the l1 norm of plane amplitudes its limit: the head should lean towards it more than "
+             "kernels that merely fit the task do.",
+             revised="First asserted as cosine >= 0.5 against random directions (|cos| about 0.12), the wrong "
+                     "reference: any kernel that solves the task leans towards the max-margin one. After that "
+                     "measurement (0.51 to 0.59) it was registered against random task-solving kernels (> 0 in every "
+                     "run) before their cosines were computed. At the first computation it failed (seed 0: 0.51 and "
+                     "0.59 against quantiles 0.58 and 0.60 at k = 3 and 9): it does not reproduce, and is reported."),
+    reported("l2_direction_excess", "the same excess for the l2 max-margin kernel, largest over runs"),
+    reported("direction_rise_min", "smallest gain in cosine with the amplitude-l1 max-margin kernel from step 10 to the "
+             "end of training",
+             revised="First asserted (>= 0). Any head that learns the task moves towards every kernel that solves it, "
+                     "so the check could not fail; it is reported."),
+    reported("group_over_l2_runs", "runs closer in direction to the amplitude-l1 max-margin kernel than to the l2 one "
+             "(the bilinear parametrization predicts all of them)"),
+    reported("rank_above_encoding", "runs whose 99 %-energy rank exceeds the features' (only exact rank is bounded)",
+             revised="First asserted as a proof check (== 0). Only the exact rank is bounded by the features'; the "
+                     "energy rank is not, so it is reported."),
+    reported("carrier_r2_feasible", "carrier R^2 of the random task-solving kernels, mean over runs and draws"),
     reported("mm_beyond_T", "R^2 beyond T of the amplitude-l1 max-margin kernel minus that of the min-norm "
              "interpolant, mean over runs",
              "Registered as evidence before the first measurement (the max-margin kernel should predict the learned "
@@ -191,12 +215,30 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
-def selection(run: TrainedRun, p: Parameters) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+def carrier_r2(c: np.ndarray, freqs: np.ndarray, offset: int, train_length: int) -> float:
+    """Variance share of the kernel ``psi . c`` on the training offsets explained by its own aligned carrier."""
+    planes = planes_from_coefficients(freqs, c)
+    offsets = np.arange(train_length)
+    carrier = plane_sum(planes.amplitude, carrier_phases(freqs, offset), freqs, offsets)
+    return explained_variance(planes.profile(offsets), carrier)
+
+
+def feasible_kernels(g: np.ndarray, c_learned: np.ndarray, draws: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Kernels that fit the training offsets as well as the learned one and are otherwise random: each is the kernel
+    nearest to a random start of the learned norm that separates the target by the learned margin everywhere."""
+    margin = float((g @ c_learned).min())
+    starts = rng.standard_normal((draws, len(c_learned)))
+    starts *= np.linalg.norm(c_learned) / np.linalg.norm(starts, axis=1, keepdims=True)
+    return [projected_kernel(g, start, margin) for start in starts]
+
+
+def selection(run: TrainedRun, p: Parameters, rng: np.random.Generator) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     """Which of the kernels that fit the training offsets the head selected, and what each does beyond ``T``.
 
     Alternatives on the head's own features: the l2 and the amplitude-l1 (group) max-margin kernels, the minimum-norm
-    kernel equal to the learned one on ``[0, T)``, and the carrier (learned amplitudes, phases aligned at ``k``).
-    Each is scaled to the learned kernel on the training offsets only, then scored on ``[T, far_factor T)``.
+    kernel equal to the learned one on ``[0, T)``, the carrier (learned amplitudes, phases aligned at ``k``), and random
+    kernels that fit the training offsets with the head's margin (:func:`feasible_kernels`). The first four are scaled
+    to the learned kernel on the training offsets only, then scored on ``[T, far_factor T)``.
     """
     cfg, head = run.config, run.model
     T, k = cfg.train_length, cfg.offset
@@ -214,12 +256,20 @@ def selection(run: TrainedRun, p: Parameters) -> tuple[dict, pd.DataFrame, pd.Da
                "carrier": carrier}
     beyond = slice(T, None)
     scores = {name: explained_variance(learned[beyond], fitted(kernel, learned, T)[beyond]) for name, kernel in kernels.items()}
-    null_space = c_learned - np.linalg.pinv(psi[:T]) @ (psi[:T] @ c_learned)
+    feasible = feasible_kernels(g, c_learned, FEASIBLE_DRAWS, rng)
+    feasible_r2 = np.array([carrier_r2(c, freqs, k, T) for c in feasible])
+    feasible_cos = np.array([cosine(c, c_group) for c in feasible])
+    feasible_cos_l2 = np.array([cosine(c, c_l2) for c in feasible])
+    learned_margin = float((g @ c_learned).min())
     row = dict(offset=k, seed=cfg.seed, cos_group=cosine(c_learned, c_group), cos_l2=cosine(c_learned, c_l2),
                cos_min_norm=cosine(c_learned, c_min_norm),
-               null_share=float(np.linalg.norm(null_space) / np.linalg.norm(c_learned)),
-               learned_margin=float((g @ c_learned).min() / np.linalg.norm(c_learned)),
-               group_margin=float((g @ c_group).min() / np.linalg.norm(c_group)),
+               null_share=float(np.linalg.norm(c_learned - c_min_norm) / np.linalg.norm(c_learned)),
+               margin_ratio_l2=learned_margin / np.linalg.norm(c_learned) * np.linalg.norm(c_l2),
+               margin_ratio_group=learned_margin / amplitude_norm(c_learned) * amplitude_norm(c_group),
+               carrier_r2=carrier_r2(c_learned, freqs, k, T), feasible_r2_mean=float(feasible_r2.mean()),
+               feasible_r2_q=float(np.quantile(feasible_r2, FEASIBLE_QUANTILE)), feasible_cos_mean=float(feasible_cos.mean()),
+               feasible_cos_q=float(np.quantile(feasible_cos, FEASIBLE_QUANTILE)),
+               feasible_cos_l2_q=float(np.quantile(feasible_cos_l2, FEASIBLE_QUANTILE)),
                **{f"r2_beyond_{name.split()[0].replace('-', '_')}": value for name, value in scores.items()})
     direction = []
     for step, state in sorted(run.snapshots.items()):
@@ -300,7 +350,8 @@ def measure_run(
 def measure_trained(run: TrainedRun, p: Parameters) -> tuple:
     """In the worker, after training: the head's carrier (null draws seeded by the run), and what it selected."""
     rng = np.random.default_rng(derive_seed(run.config.seed, f"carrier-null-{run.config.offset}"))
-    return (*measure_run(run, p, rng), *selection(run, p))
+    feasible_rng = np.random.default_rng(derive_seed(run.config.seed, f"carrier-feasible-{run.config.offset}"))
+    return (*measure_run(run, p, rng), *selection(run, p, feasible_rng))
 
 
 def carrier_study(p: Parameters, progress: bool = True) -> CarrierStudy:

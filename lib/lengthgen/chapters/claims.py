@@ -53,9 +53,9 @@ class Claim:
         return float(self.threshold(params) if callable(self.threshold) else self.threshold)
 
 
-def reported(name: str, statement: str, reason: str = "shown in the chapter, not asserted") -> Claim:
-    """A number a chapter reports without asserting it."""
-    return Claim(name, statement, "", None, reason, role="reported")
+def reported(name: str, statement: str, reason: str = "shown in the chapter, not asserted", revised: str = "") -> Claim:
+    """A number a chapter reports without asserting it (``revised``: why a check that was asserted became a report)."""
+    return Claim(name, statement, "", None, reason, role="reported", revised=revised)
 
 
 def f32_toeplitz(p: Any) -> float:

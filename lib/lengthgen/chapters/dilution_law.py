@@ -60,7 +60,9 @@ class Parameters(HeadTraining, Execution):
     eval_batch: int = parameter("sampled sequences per length for the observed accuracy", 1, 65_536)
     mc_samples: int = parameter("Monte Carlo token draws per length for the predicted accuracy", 1, 10_000_000)
     exact_offsets: int = parameter("nearest offsets the row's Monte Carlo draws token by token", 1, 1_000_000)
-    turns: float = parameter("full turns over the far offsets after which a plane counts as equidistributed", 0.0, 1e6)
+    turns: float = parameter("full turns over the far offsets after which a plane counts as equidistributed (the "
+                             "average of e^{a cos} over whole turns is exactly I0(a); two turns bound the partial "
+                             "turn's share by a half)", 0.0, 1e6)
 
     @property
     def longest(self) -> int:
@@ -111,6 +113,8 @@ CLAIMS = (
           "an L x L matrix.", role="sanity"),
     reported("dilution_half_length", "median |log2(predicted / observed half-accuracy length)| of the pure dilution "
              "(Weyl) law"),
+    reported("dilution_fails_runs", "runs in which the pure dilution law would fail half_length (the wrong account the "
+             "check must reject)"),
     reported("wrap_slope", "slope of log observed half-accuracy length against log(1/theta_min) across bases "
              "(1: the collapse scales with the slowest plane's period)"),
     reported("closed_form_max_error", "largest |closed-form Gaussian accuracy - observed| (non-saturated points)"),
@@ -118,6 +122,7 @@ CLAIMS = (
 
 
 OBSERVED_CHUNK_TOKENS = 1 << 22  # sampled tokens per chunk of the observed accuracy
+TURNS_SENSITIVITY = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # the mass law's error is reported at each of these
 
 
 # -- Toeplitz evaluation -----------------------------------------------------------------
@@ -328,6 +333,12 @@ class DilutionStudy:
     kernels: pd.DataFrame  # base, offset, seed, delta, logit: f on [0, 4T)
 
 
+def mass_log_error(planes: Planes, offset: int, train_length: int, beyond: pd.DataFrame, turns: float) -> float:
+    """Largest ``|log10(law / exact)|`` target mass over the lengths of ``beyond`` (which holds the exact ``mass``)."""
+    law = law_masses(planes, offset, train_length, list(beyond.length), turns)
+    return float(np.abs(np.log10(law / beyond.mass.to_numpy())).max())
+
+
 def measure_run(run: TrainedRun, p: Parameters, lengths: list[int]) -> tuple[pd.DataFrame, dict]:
     """Observed and predicted accuracy and target mass of one trained head at every length."""
     cfg, head = run.config, run.model
@@ -369,6 +380,7 @@ def measure_run(run: TrainedRun, p: Parameters, lengths: list[int]) -> tuple[pd.
                    dilution_error=log2_error(dilution_half, observed_half, horizon),
                    mass_log_error=float(np.abs(np.log10(beyond.mass_law / beyond.mass)).max()),
                    dilution_mass_log_error=float(np.abs(np.log10(beyond.mass_dilution / beyond.mass)).max()),
+                   **{f"mass_error_turns_{t:g}": mass_log_error(planes, k, T, beyond, t) for t in TURNS_SENSITIVITY},
                    paths_gap=float((both.forward - both.observed).abs().max()),
                    mc_row_error=float((curves.monte_carlo - curves.observed).abs().max()),
                    closed_form_error=float((curves.closed_form - curves.observed)[non_saturated].abs().max())
@@ -386,6 +398,24 @@ def measure_trained(run: TrainedRun, job: tuple[Parameters, list[int]]) -> tuple
     curves, summary = measure_run(run, p, lengths)
     profile = offset_profile(run.model, 4 * run.config.train_length).numpy()
     return curves, summary, profile
+
+
+ONSET_ACCURACY = 0.99  # decay "starts" at the last length where observed accuracy is still at least this
+
+
+def decay_onsets(curves: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame:
+    """Per run that collapses: the onset (last length with observed accuracy >= ``ONSET_ACCURACY`` before the
+    half-accuracy length), the target mass there, and the width ``half length / onset`` of the fall."""
+    rows = []
+    for run in per_run[np.isfinite(per_run.half_observed)].itertuples():
+        curve = curves[(curves.base == run.base) & (curves.offset == run.offset) & (curves.seed == run.seed)]
+        before = curve[(curve.length <= run.half_observed) & (curve.observed >= ONSET_ACCURACY)]
+        if not len(before):
+            continue
+        onset = before.iloc[-1]
+        rows.append(dict(base=run.base, offset=run.offset, seed=run.seed, onset=int(onset.length),
+                         mass_at_onset=float(onset.mass), width=float(run.half_observed / onset.length)))
+    return pd.DataFrame(rows, columns=["base", "offset", "seed", "onset", "mass_at_onset", "width"])
 
 
 def wrap_slope(per_run: pd.DataFrame) -> float:

@@ -12,6 +12,13 @@ offsets, ``y = e_k`` and ``H`` a positive definite Gram matrix fixed by the task
 the form ``Phi^T v``, so it stays in the row space of ``Phi``; the only
 interpolant there is the minimum-norm one, ``Phi^+ y``.
 
+Two normalized members of the same family (weights ``f^2`` or ``exp f`` over their sum)
+separate "normalization" from "exponential". One law predicts where each collapses
+(:func:`predicted_accuracy`): the last query's target token wins the argmax while its
+weight ``g(f(k))`` stands above the noise of the other offsets' weights in ``V`` vocabulary
+bins, whose energy beyond ``T`` grows by a moment of ``g(f)`` fixed by the plane amplitudes
+of ``q`` (:func:`far_moment`), quantities known at the training length.
+
 The model itself is :class:`lengthgen.model.heads.LinearRotaryHead`, trained on sampled
 tokens by the book's one training loop (:func:`lengthgen.model.training.train`).
 """
@@ -26,13 +33,17 @@ import torch
 
 from ..book.parallel import map_runs
 from ..book.parameters import parameter
-from ..model.evaluation import doubling_lengths, length_sweep
-from ..model.heads import HeadRunConfig, LinearRunConfig
+from ..model.evaluation import doubling_lengths
+from ..model.heads import LinearRunConfig, WeightMap, kernel_weights, unit_key
 from ..model.seeding import generator
 from ..model.tasks import sample_tokens
 from ..model.training import train
-from .claims import Claim
+from .claims import Claim, reported
 from .common import GB, Execution, Head, LengthSweep, Seeds, Task, power_of_two_at_least
+
+MAPS: dict[WeightMap, str] = {"linear": "linear f (unnormalized)", "squared": "normalized f²", "exp": "softmax exp f"}
+COLLAPSE_ACCURACY = 0.5  # the accuracy that defines a map's collapse length
+LAW_TOLERANCE = 0.1  # largest |measured - predicted| accuracy at any length (see the claim's reason)
 
 
 @dataclass(frozen=True)
@@ -45,8 +56,13 @@ class Parameters(Seeds, Task, Head, LengthSweep, Execution):
     gd_steps: int = parameter("full-batch gradient-descent steps", 1, 10_000_000)
     sgd_steps: int = parameter("SGD / Adam steps on sampled tokens", 1, 1_000_000)
     sgd_batch: int = parameter("sequences per SGD step", 1, 4096)
-    adam_lr: float = parameter("Adam learning rate of the ablation", 1e-6, 1.0)
-    softmax_steps: int = parameter("Adam steps of the softmax comparison head", 1, 100_000)
+    adam_lr: float = parameter("Adam learning rate of the ablation and of the normalized heads", 1e-6, 1.0)
+    frequency_jitter: float = parameter("fraction of its ladder cell over which each seed moves each frequency (> 0: "
+                                        "it makes seeds replicates and moves the top frequency off Nyquist, where a "
+                                        "plane has no sine part)", 0.01, 1.0)
+    surrogate_draws: int = parameter("random-phase draws of the far kernel per length in the collapse law", 1, 1000)
+    squared_init_std: float = parameter("std of the normal init of q for the normalized f² head (f² is 0/0 at q = 0)",
+                                        1e-4, 10.0)
 
     def check(self) -> None:
         super().check()
@@ -62,28 +78,88 @@ class Parameters(Seeds, Task, Head, LengthSweep, Execution):
 
 CLAIMS = (
     Claim("sgd_to_pinv", "SGD from zero: largest relative distance to the min-norm interpolant", "<=", 1e-3,
-          "With well-conditioned features the fit is limited only by the number of steps."),
+          "With well-conditioned features the fit is limited only by the number of steps. The row-space argument is a "
+          "theorem: this verifies it on sampled tokens.", role="proof"),
     Claim("gd_closed_form", "standard frequencies: GD vs its closed form (relative)", "<=", 1e-3,
-          "The closed-form trajectory is exact; 10^-3 leaves room for accumulated rounding over the steps."),
+          "The closed-form trajectory is exact; 10^-3 leaves room for accumulated rounding over the steps.", role="proof"),
     Claim("gd_far_from_pinv", "standard frequencies: smallest relative distance of GD to pinv", ">=", 0.1,
           "With badly conditioned features GD must still be far from the min-norm interpolant: the spectral filter, "
-          "not convergence, explains where it is."),
-    Claim("linear_fits_T", "linear kernel: lowest accuracy at length T", ">=", 0.99,
-          "The selected interpolant fits the training lengths exactly."),
-    Claim("error_slope", "smallest log-log slope of the linear kernel's error in L", ">=", 0.8,
-          "The exact error formula predicts slope 1 for a kernel that oscillates with constant energy beyond T.",
-          revised="Chosen with the 64 T evaluation after a first measurement showed the error at 16 T still small "
-                  "(about 8) and the accuracy still 0.57-0.64."),
-    Claim("linear_longest", "linear kernel: highest accuracy at the longest length", "<", 0.5,
-          "Without normalization the accumulated offsets must win at the longest length.",
+          "not convergence, explains where it is. It follows from the eigenvalues, whatever the data.", role="sanity"),
+    Claim("replicates_differ", "smallest relative distance between two seeds' min-norm kernels beyond T", ">=", 0.1,
+          "Seeds jitter the frequencies and the key's phases, so each seed's min-norm kernel is a different object "
+          "beyond T (inside T every interpolant is e_k; with phases alone the kernels were identical to 1e-15, and "
+          "'every seed' was n = 1).", role="sanity"),
+    Claim("linear_fits_T", "every head of section 2: lowest accuracy at length T", ">=", 0.99,
+          "Every head is trained (or solved) to fit the training lengths; a head that does not fit says nothing about "
+          "extrapolation.", role="sanity", revised="First asserted for the linear head only."),
+    Claim("ablation_fits_T", "Adam and random-init SGD kernels: largest |Phi q - e_k| on the training offsets", "<=",
+          1e-3, "Both ablations must still interpolate, or their distance from the min-norm interpolant means nothing.",
+          role="sanity"),
+    Claim("family_bound", "upper bound on the accuracy of ANY unnormalized kernel of the family at the longest length "
+          "(Gaussian bins)", "<", 0.5,
+          "With a unit key, f(k) <= |q|/sqrt 2 and the far energy per offset is |q|^2/2d, so target^2/energy <= d for "
+          "every q: a theorem about the family, whatever training does.", role="proof"),
+    Claim("error_law", "largest |measured - exact expected squared error| in measured standard errors", "<=", 4.0,
+          "The formula is exact; each length's mean over the evaluation batch has a measured standard error, and 4 of them "
+          "bound every one of a handful of lengths with room to spare.", role="proof",
+          revised="Was 'relative deviation <= 0.15', argued from a wrong standard error of about 6 % (sqrt(2/512)); the "
+                  "measured one is about 0.8 % of the mean, and the check is now in its units."),
+    Claim("law_linear", "linear head (SGD from zero): largest |measured - predicted accuracy| over lengths",
+          "<=", LAW_TOLERANCE,
+          "Predicted from quantities at T only: the kernel on the training offsets and the plane amplitudes of q, "
+          "continued with random phases. The difference of a 512-sequence measurement and a mean over 4 draws has a "
+          "standard error of at most about 0.025, so 0.1 is 4 of them, for a maximum over 7 lengths. It can fail: an "
+          "untrained interpolant with a random null-space component, whose energy bursts just beyond T, misses it by "
+          "far more (law_random_q).", per_run=True,
+          revised="Registered first (same threshold) for a Gaussian approximation of the vocabulary bins; on seeds 0-4 "
+                  "it missed by up to 0.24 (f: 0.72 for the f² head) at lengths near V, where a bin holds about one "
+                  "offset. The random-phase continuation replaces only that step, and was then judged on held-out "
+                  "seeds (the robustness sweep)."),
+    reported("law_squared", "normalized f² head: largest |measured - predicted accuracy| over lengths",
+             revised="Registered as a check (<= 0.1, per run), with the law of the linear head. The Gaussian version "
+                     "missed by up to 0.72 on seeds 0-4; the random-phase version then missed by 0.13-0.18 in 3 of 5 "
+                     "runs at the defaults (seeds 0, 2, 4), where it predicts a later collapse than measured: the f² "
+                     "head's learned phases matter beyond T. Reported, not asserted: it does not hold."),
+    Claim("squared_longest", "normalized f² head: accuracy at the longest length", "<", 0.5,
+          "Normalization without the exponential keeps a finite collapse length: by the longest length the f² head "
+          "must have lost the target too.", per_run=True,
+          revised="Registered after the defaults (seeds 0-4) were seen (0.23-0.40 there); the held-out seeds of the "
+                  "robustness sweep carry the evidence."),
+    Claim("linear_longest", "linear kernel: accuracy at the longest length", "<", 0.5,
+          "Without normalization the accumulated offsets must win at the longest length. Forced by family_bound for "
+          "any q; meaningful only with linear_fits_T.", role="proof", per_run=True,
           revised="The chapter's default longest length was raised from 16 T to 64 T after the first measurement gave "
                   "0.57-0.64 at 16 T."),
-    Claim("softmax_16T", "softmax head: lowest accuracy up to 16 T", ">=", 0.95,
-          "The softmax head with the same frequencies holds over the range the claim is about.",
-          revised="Restricted to lengths up to 16 T after the first measurement showed the softmax head at 0.83-0.87 at "
-                  "64 T (dilution, chapter 4)."),
-    Claim("error_law", "largest |measured / expected squared error - 1|", "<=", 0.15,
-          "2.5 relative standard errors of a mean of 512 squared sums, taken as about sqrt(2/512) = 6 %."),
+    Claim("softmax_beats_linear", "softmax minus linear accuracy, smallest over the lengths where the law puts the "
+          "linear head below 0.5", ">=", 0.25,
+          "Where the prediction says the linear kernel has collapsed, the exponential map must still retrieve: the "
+          "comparison is made at the same lengths, chosen by the prediction, not by the measurement. No such length "
+          "counts as a failure.", per_run=True),
+    Claim("no_interpolant_extrapolates", "least-bad interpolant (lowest expected squared error at the longest length): "
+          "accuracy there", "<", 0.5,
+          "The interpolant with the whole future in view still loses the target: a measured instance of family_bound "
+          "(which it must obey), not evidence about gradient descent.", role="proof", per_run=True),
+    Claim("error_slope", "smallest log-log slope of the linear kernel's error in L", ">=", 0.8,
+          "The exact error formula predicts slope 1 for a kernel that oscillates with constant energy beyond T; it is "
+          "computed from that formula, so it holds for any kernel with far energy.", role="proof",
+          revised="Chosen with the 64 T evaluation after a first measurement showed the error at 16 T still small "
+                  "(about 8) and the accuracy still 0.57-0.64."),
+    reported("min_norm_vs_least_bad", "expected error at the longest length: min-norm over least-bad interpolant "
+             "(mean over runs)"),
+    reported("collapse_linear", "predicted collapse length of the linear head, in multiples of T (median over runs)"),
+    reported("collapse_squared", "predicted collapse length of the normalized f² head, in multiples of T (median)"),
+    reported("gaussian_law_linear", "linear head: largest |measured - Gaussian-bin prediction| (the law first "
+             "registered; it holds only where bins hold many offsets)"),
+    reported("gaussian_law_squared", "normalized f² head: largest |measured - Gaussian-bin prediction|"),
+    reported("softmax_longest", "softmax head: mean accuracy at the longest length"),
+    reported("law_random_q", "linear map, an untrained random interpolant: largest |measured - predicted| (a negative "
+             "control: does the law hold without training?)"),
+    reported("law_squared_random_q", "f² map, the same random interpolant: largest |measured - predicted| (does the f² "
+             "law fail for learned phases or for any kernel?)"),
+    reported("law_softmax", "softmax head: largest |measured - predicted| accuracy (not registered as a claim: the "
+             "softmax head's law is chapter 4's)"),
+    reported("adam_distance", "Adam from zero: mean relative distance to the min-norm interpolant"),
+    reported("random_init_distance", "SGD from a random init: mean relative distance to the min-norm interpolant"),
 )
 
 
@@ -146,11 +222,12 @@ def stable_lr(phi: torch.Tensor, gram: torch.Tensor, fraction: float = 0.9) -> f
 
 @dataclass(frozen=True)
 class LinearEval:
-    """Last-query accuracy and squared error of a linear-attention kernel at one length."""
+    """Last-query accuracy (and, for the unnormalized map, squared error with its standard error) at one length."""
 
     length: int
     accuracy: float
     squared_error: float
+    squared_error_se: float
     expected_squared_error: float
 
 
@@ -167,36 +244,210 @@ def expected_squared_error(f: torch.Tensor, offset: int, vocab: int) -> float:
 
 @torch.no_grad()
 def evaluate_linear(f_all: torch.Tensor, lengths: list[int], offset: int, vocab: int, seed: int,
-                    batch: int = 512) -> list[LinearEval]:
-    """Last-query accuracy and squared error at each length; ``f_all`` covers offsets up to ``max(lengths)``."""
+                    batch: int = 512, weight_map: WeightMap = "linear", stream: str = "linear-eval") -> list[LinearEval]:
+    """Last-query accuracy at each length of the head with kernel ``f_all`` (offsets up to ``max(lengths)``).
+
+    The weights are ``g(f)`` for the map; the normalized maps divide by their sum, which leaves
+    the argmax unchanged, so accuracy needs no normalization. The squared error (and its
+    expectation) is computed for the unnormalized map only.
+    """
     rows = []
     for length in lengths:
-        tokens = sample_tokens(batch, length, vocab, generator(seed, f"linear-eval-{length}"))
-        weights = f_all[:length].flip(0)  # weight of key position s is f(L - 1 - s)
+        tokens = sample_tokens(batch, length, vocab, generator(seed, f"{stream}-{length}"))
+        weights = kernel_weights(f_all[:length], weight_map).flip(0)  # weight of key position s is g(f(L - 1 - s))
         out = torch.zeros(batch, vocab, dtype=f_all.dtype).scatter_add_(1, tokens, weights.expand(batch, length))
         target = tokens[:, length - 1 - offset]
+        accuracy = float((out.argmax(-1) == target).double().mean())
+        if weight_map != "linear":
+            rows.append(LinearEval(length, accuracy, math.nan, math.nan, math.nan))
+            continue
         err = out.clone()
         err[torch.arange(batch), target] -= 1
-        rows.append(LinearEval(length, float((out.argmax(-1) == target).double().mean()),
-                               float((err**2).sum(-1).mean()), expected_squared_error(f_all[:length], offset, vocab)))
+        per_sequence = (err**2).sum(-1)
+        rows.append(LinearEval(length, accuracy, float(per_sequence.mean()),
+                               float(per_sequence.std() / math.sqrt(batch)),
+                               expected_squared_error(f_all[:length], offset, vocab)))
     return rows
+
+
+def plane_amplitudes(q: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    """``a_m = |q_m| |key_m| / sqrt(d)``: the amplitude of plane ``m`` in ``f(D) = sum_m a_m cos(theta_m D + psi_m)``
+    (half convention: plane ``m`` pairs coordinates ``m`` and ``m + d/2``)."""
+    half = q.shape[0] // 2
+
+    def norms(v: torch.Tensor) -> torch.Tensor:
+        return torch.sqrt(v[:half] ** 2 + v[half:] ** 2)
+
+    return norms(q) * norms(key) / math.sqrt(q.shape[0])
+
+
+def far_moment(amplitudes: torch.Tensor, weight_map: WeightMap) -> float:
+    """``E g(f)^2`` over offsets far beyond ``T``, treating the planes' phases as independent and uniform.
+
+    ``f = sum_m a_m cos(phi_m)``: ``E f^2 = sum a^2 / 2``; ``E f^4 = 3 (sum a^2 / 2)^2 - 3/8 sum a^4``;
+    ``E exp(2 f) = prod_m I_0(2 a_m)``. These hold exactly for incommensurate frequencies averaged
+    over long stretches of offsets; they need only ``q``, i.e. what training at ``T`` produced.
+    """
+    a = amplitudes.double()
+    energy = float((a**2).sum() / 2)
+    if weight_map == "linear":
+        return energy
+    if weight_map == "squared":
+        return 3 * energy**2 - 0.375 * float((a**4).sum())
+    if weight_map == "exp":
+        return float(torch.prod(torch.special.i0(2 * a)))
+    raise ValueError(f"unknown weight map {weight_map!r}")
+
+
+def argmax_accuracy(target_weight: float, noise_energy: float, vocab: int) -> float:
+    """``P(m + s Z_0 > max_{v < V-1} s Z_v)``: the target's bin beats ``V - 1`` others under Gaussian bin noise.
+
+    Each bin sums the weights of the offsets whose token fell in it; over random tokens its variance
+    is ``(1/V)(1 - 1/V)`` times the sum of the squared weights (``noise_energy``), the same in every
+    bin, and the common mean cancels in the argmax. The target's bin also holds ``m = g(f(k))``.
+    """
+    if noise_energy <= 0:
+        return 1.0 if target_weight > 0 else 1.0 / vocab
+    s = math.sqrt(noise_energy * (1 / vocab) * (1 - 1 / vocab))
+    z = torch.linspace(-10, 10, 4001, dtype=torch.float64)
+    density = torch.exp(-z**2 / 2) / math.sqrt(2 * math.pi)
+    inner = torch.special.ndtr(target_weight / s + z) ** (vocab - 1)
+    return float(torch.trapezoid(density * inner, z))
+
+
+@dataclass(frozen=True)
+class CollapseLaw:
+    """What the argmax law needs, all measured at the training length, for one head and one weight map."""
+
+    target_weight: float  # g(f(k))
+    in_range_noise: float  # sum over training offsets D != k of g(f(D))^2
+    far_moment: float  # E g(f)^2 per offset beyond T
+    train_length: int
+    vocab: int
+
+    def noise_energy(self, length: int) -> float:
+        """Summed squared weight of the non-target offsets of the last query at ``length``."""
+        return self.in_range_noise + max(length - self.train_length, 0) * self.far_moment
+
+    def accuracy(self, length: int) -> float:
+        """Predicted last-query accuracy at ``length``."""
+        return argmax_accuracy(self.target_weight, self.noise_energy(length), self.vocab)
+
+    def collapse_length(self, level: float = COLLAPSE_ACCURACY) -> float:
+        """The length at which the predicted accuracy falls to ``level`` (bisection; the noise grows linearly in L)."""
+        lo, hi = float(self.train_length), float(self.train_length)
+        if self.accuracy(int(lo)) < level:
+            return lo
+        while self.accuracy(int(hi)) >= level:
+            hi *= 2
+            if hi > 1e12:
+                return math.inf
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if argmax_accuracy(self.target_weight, self.noise_at(mid), self.vocab) >= level else (lo, mid)
+        return hi
+
+    def noise_at(self, length: float) -> float:
+        return self.in_range_noise + max(length - self.train_length, 0.0) * self.far_moment
+
+
+def collapse_law(f_train: torch.Tensor, q: torch.Tensor, key: torch.Tensor, offset: int, vocab: int,
+                 weight_map: WeightMap) -> CollapseLaw:
+    """The law's inputs from the kernel on the training offsets ``f_train`` and the plane amplitudes of ``q``."""
+    g = kernel_weights(f_train, weight_map)
+    others = torch.cat([g[:offset], g[offset + 1:]])
+    return CollapseLaw(float(g[offset]), float((others**2).sum()), far_moment(plane_amplitudes(q, key), weight_map),
+                       f_train.shape[0], vocab)
+
+
+def surrogate_kernel(f_train: torch.Tensor, amplitudes: torch.Tensor, freqs: torch.Tensor, length: int,
+                     gen: torch.Generator) -> torch.Tensor:
+    """The kernel on the training offsets, continued beyond ``T`` by planes of the same amplitudes and frequencies
+    with random phases: what a kernel with this energy spectrum does far out when its phases carry no structure."""
+    phases = 2 * torch.pi * torch.rand(len(amplitudes), generator=gen, dtype=torch.float64)
+    far = torch.arange(f_train.shape[0], length, dtype=torch.float64)
+    continued = (amplitudes[:, None] * torch.cos(freqs[:, None] * far[None, :] + phases[:, None])).sum(0)
+    return torch.cat([f_train, continued])
+
+
+def surrogate_accuracy(f_train: torch.Tensor, amplitudes: torch.Tensor, freqs: torch.Tensor, lengths: list[int],
+                       offset: int, vocab: int, seed: int, batch: int, draws: int, weight_map: WeightMap) -> list[float]:
+    """The collapse law: predicted last-query accuracy at each length, from the training offsets' kernel and the plane
+    amplitudes of ``q`` only (mean over ``draws`` random-phase continuations, each on its own token sample)."""
+    totals = [0.0] * len(lengths)
+    for draw in range(draws):
+        kernel = surrogate_kernel(f_train, amplitudes, freqs, max(lengths), generator(seed, f"surrogate-phases-{draw}"))
+        evals = evaluate_linear(kernel, lengths, offset, vocab, seed, batch, weight_map, stream=f"surrogate-{draw}")
+        totals = [t + ev.accuracy for t, ev in zip(totals, evals, strict=True)]
+    return [t / draws for t in totals]
+
+
+def crossing_length(lengths: list[int], accuracy: list[float], level: float = COLLAPSE_ACCURACY) -> float:
+    """Where an accuracy curve first falls below ``level``, interpolated linearly in log length (inf if it never does,
+    the first length if it starts below)."""
+    if accuracy[0] < level:
+        return float(lengths[0])
+    for (l0, a0), (l1, a1) in zip(zip(lengths, accuracy, strict=True), zip(lengths[1:], accuracy[1:], strict=True),
+                                  strict=False):
+        if a1 < level:
+            w = (a0 - level) / (a0 - a1)
+            return float(math.exp(math.log(l0) + w * (math.log(l1) - math.log(l0))))
+    return math.inf
+
+
+def least_bad_interpolant(phi_train: torch.Tensor, phi_long: torch.Tensor, offset: int, vocab: int) -> torch.Tensor:
+    """The interpolant ``Phi q = e_k`` with the lowest exact expected squared error at the length of ``phi_long``.
+
+    Interpolants are ``q = Phi^+ y + N z`` with ``N`` a basis of the null space of ``Phi``; the
+    expected error at length ``L`` is ``r^T G r`` with ``r = Phi_L q - y_L`` and
+    ``G = (1 - 1/V) I + 11^T / V`` (:func:`expected_squared_error`), a quadratic in ``z``.
+    """
+    y = torch.zeros(phi_train.shape[0], dtype=phi_train.dtype)
+    y[offset] = 1
+    q0 = min_norm_interpolant(phi_train, y)
+    _, sing, vh = torch.linalg.svd(phi_train)
+    rank = int((sing > 1e-10 * sing.max()).sum())
+    null = vh[rank:].T
+    if null.shape[1] == 0:
+        return q0
+    y_long = torch.zeros(phi_long.shape[0], dtype=phi_long.dtype)
+    y_long[offset] = 1
+    b = phi_long @ null
+    c = phi_long @ q0 - y_long
+    ones_b, ones_c = b.sum(0), c.sum()
+    gram = (1 - 1 / vocab) * b.T @ b + torch.outer(ones_b, ones_b) / vocab
+    rhs = (1 - 1 / vocab) * b.T @ c + ones_b * ones_c / vocab
+    z = -torch.linalg.lstsq(gram, rhs[:, None]).solution[:, 0]
+    return q0 + null @ z
 
 
 @dataclass
 class LinearControlStudy:
-    """Chapter 5's tables."""
+    """Chapter 5's tables (one row per run and method, or per run, head and length)."""
 
     selection: pd.DataFrame  # offset, seed, frequencies, method, rel_error_to_pinv, rel_error_to_closed_form, norm, cond
-    lengths: pd.DataFrame  # offset, seed, model, length, accuracy, squared_error, expected_squared_error
+    lengths: pd.DataFrame  # offset, seed, model, length, accuracy, predicted, squared_error(+_se), expected_squared_error
     spectrum: pd.DataFrame  # offset, seed, frequencies, eigenvalue, filled (fraction of min-norm value reached by GD)
     ablation: pd.DataFrame  # offset, seed, method, rel_error_to_pinv, norm, null_space_norm, accuracy_longest
+    kernels: pd.DataFrame  # offset, seed, model, offset_D, f: each head's kernel over offsets up to the longest length
+    laws: pd.DataFrame  # offset, seed, model, target_weight, in_range_noise, far_moment, collapse_length (in T)
+    pinv: dict[tuple[int, int], torch.Tensor]  # each run's min-norm interpolant (full band)
+    controls: pd.DataFrame  # offset, seed, map, value: the law's largest deviation for an untrained random interpolant
 
 
 def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm())
 
 
-def seed_study(job: tuple[Parameters, int, int]) -> tuple[list[dict], list[dict], list[pd.DataFrame], list[dict]]:
+HEADS: dict[str, WeightMap] = {
+    "linear (SGD from zero)": "linear",
+    "least-bad linear interpolant": "linear",
+    "normalized f² (Adam)": "squared",
+    "softmax exp f (Adam)": "exp",
+}
+
+
+def seed_study(job: tuple[Parameters, int, int]) -> dict[str, list]:
     """One worker's job: every measurement of chapter 5 for one offset and one seed."""
     p, k, seed = job
     d, V, T = p.dim, p.vocab, p.train_length
@@ -206,24 +457,29 @@ def seed_study(job: tuple[Parameters, int, int]) -> tuple[list[dict], list[dict]
     y = torch.zeros(T, dtype=torch.float64)
     y[k] = 1.0
     label = dict(offset=k, seed=seed)
-    selection, length_rows, spectrum, ablation = [], [], [], []
+    out: dict[str, list] = dict(selection=[], lengths=[], spectrum=[], ablation=[], kernels=[], laws=[], pinv=[],
+                                controls=[])
     for name, base in (("full-band", p.full_band_base), ("standard", p.rope_base)):
         linear = LinearRunConfig(seed=seed, offset=k, train_length=T, dim=d, vocab=V, frequencies=name, rope_base=base,
-                                 steps=p.sgd_steps, batch=p.sgd_batch, device=p.device)
+                                 frequency_jitter=p.frequency_jitter, steps=p.sgd_steps, batch=p.sgd_batch, device=p.device)
         phi = linear.features(torch.arange(T))
         lr = stable_lr(phi, gram)
         pinv = min_norm_interpolant(phi, y)
         gd = gradient_descent(phi, gram, y, lr, p.gd_steps)
         closed = gradient_descent_closed_form(phi, gram, y, lr, p.gd_steps)
         cond = float(torch.linalg.cond(phi))
-        selection.append(dict(**label, frequencies=name, method="GD (full batch)", rel_error_to_pinv=_relative(gd, pinv),
-                              rel_error_to_closed_form=_relative(gd, closed), norm=float(gd.norm()), cond=cond))
+        out["selection"].append(dict(**label, frequencies=name, method="GD (full batch)",
+                                     rel_error_to_pinv=_relative(gd, pinv),
+                                     rel_error_to_closed_form=_relative(gd, closed), norm=float(gd.norm()), cond=cond))
         lam, _ = torch.linalg.eigh(phi.T @ gram @ phi)
         keep = lam > 1e-12 * lam.max()
         filled = 1 - torch.pow(1 - lr * lam[keep], p.gd_steps)
-        spectrum.append(pd.DataFrame(dict(**label, frequencies=name, eigenvalue=lam[keep].numpy(), filled=filled.numpy())))
+        out["spectrum"].append(pd.DataFrame(dict(**label, frequencies=name, eigenvalue=lam[keep].numpy(),
+                                                 filled=filled.numpy())))
         if name != "full-band":
             continue
+        out["pinv"].append(((k, seed), pinv))
+        key = unit_key(d, seed)
         variants = {
             "SGD from zero": linear.with_(lr=0.5 * lr),
             "Adam from zero": linear.with_(lr=p.adam_lr, optimizer="adam"),
@@ -231,36 +487,128 @@ def seed_study(job: tuple[Parameters, int, int]) -> tuple[list[dict], list[dict]
         }
         trained = {method: train(cfg).model.q.detach().cpu() for method, cfg in variants.items()}
         sgd = trained["SGD from zero"]
-        selection.append(dict(**label, frequencies=name, method="SGD on tokens", rel_error_to_pinv=_relative(sgd, pinv),
-                              rel_error_to_closed_form=float("nan"), norm=float(sgd.norm()), cond=cond))
+        out["selection"].append(dict(**label, frequencies=name, method="SGD on tokens",
+                                     rel_error_to_pinv=_relative(sgd, pinv), rel_error_to_closed_form=math.nan,
+                                     norm=float(sgd.norm()), cond=cond))
         phi_long = linear.features(torch.arange(longest))
-        sgd_evals = evaluate_linear(phi_long @ sgd, lengths, k, V, seed, p.eval_batch)
-        for ev in sgd_evals:
-            length_rows.append(dict(**label, model="linear (SGD from zero)", **ev.__dict__))
+        normalized = {
+            "normalized f² (Adam)": linear.with_(weight_map="squared", optimizer="adam", lr=p.adam_lr, random_init=True,
+                                                 init_std=p.squared_init_std),
+            "softmax exp f (Adam)": linear.with_(weight_map="exp", optimizer="adam", lr=p.adam_lr),
+        }
+        queries = {
+            "linear (SGD from zero)": sgd,
+            "least-bad linear interpolant": least_bad_interpolant(phi, phi_long, k, V),
+            **{head: train(cfg).model.q.detach().cpu() for head, cfg in normalized.items()},
+        }
+        freqs = linear.frequency_set()
+        for head, q in queries.items():
+            weight_map = HEADS[head]
+            f_long = phi_long @ q
+            amplitudes = plane_amplitudes(q, key)
+            gaussian = collapse_law(f_long[:T], q, key, k, V, weight_map)
+            predicted = surrogate_accuracy(f_long[:T], amplitudes, freqs, lengths, k, V, seed, p.eval_batch,
+                                           p.surrogate_draws, weight_map)
+            evals = evaluate_linear(f_long, lengths, k, V, seed, p.eval_batch, weight_map)
+            out["laws"].append(dict(**label, model=head, target_weight=gaussian.target_weight,
+                                    far_moment=gaussian.far_moment, norm=float(q.norm()),
+                                    collapse_length=crossing_length(lengths, predicted) / T,
+                                    measured_collapse_length=crossing_length(lengths, [ev.accuracy for ev in evals]) / T,
+                                    gaussian_collapse_length=gaussian.collapse_length() / T,
+                                    min_norm_error_longest=expected_squared_error(phi_long @ pinv, k, V),
+                                    expected_error_longest=expected_squared_error(f_long, k, V)
+                                    if weight_map == "linear" else math.nan))
+            for ev, pred in zip(evals, predicted, strict=True):
+                out["lengths"].append(dict(**label, model=head, map=weight_map, predicted=pred,
+                                           gaussian=gaussian.accuracy(ev.length), **ev.__dict__))
+            out["kernels"].append(pd.DataFrame(dict(**label, model=head, offset_D=range(longest), f=f_long.numpy())))
         init = variants["SGD from random init"].build_model().q.detach()
         projector = torch.linalg.pinv(phi) @ phi
         for method, q in trained.items():
-            acc_longest = (sgd_evals[-1] if method == "SGD from zero"
-                           else evaluate_linear(phi_long @ q, [longest], k, V, seed, p.eval_batch)[0]).accuracy
-            ablation.append(dict(**label, method=method, rel_error_to_pinv=_relative(q, pinv), norm=float(q.norm()),
-                                 null_space_norm=float((q - projector @ q).norm()),
-                                 predicted_rel_error=_relative(pinv + init - projector @ init, pinv)
-                                 if method == "SGD from random init" else float("nan"),
-                                 accuracy_longest=acc_longest))
-        softmax_cfg = HeadRunConfig(kind="rope", dim=d, vocab=V, train_length=T, offset=k, steps=p.softmax_steps, seed=seed,
-                                    rope_base=p.full_band_base, rope_full_band=True, device=p.device)
-        softmax = train(softmax_cfg)
-        sweep = length_sweep(softmax.model, softmax_cfg, lengths, p.eval_batch, out_of_range_queries=512)
-        for row in sweep[sweep.metric == "last"].itertuples():
-            length_rows.append(dict(**label, model="softmax RoPE (same frequencies)", length=row.length,
-                                    accuracy=row.accuracy, squared_error=float("nan"), expected_squared_error=float("nan")))
-    return selection, length_rows, spectrum, ablation
+            accuracy_longest = evaluate_linear(phi_long @ q, [longest], k, V, seed, p.eval_batch)[0].accuracy
+            out["ablation"].append(dict(**label, method=method, rel_error_to_pinv=_relative(q, pinv), norm=float(q.norm()),
+                                        null_space_norm=float((q - projector @ q).norm()),
+                                        predicted_rel_error=_relative(pinv + init - projector @ init, pinv)
+                                        if method == "SGD from random init" else math.nan,
+                                        accuracy_longest=accuracy_longest,
+                                        fit_residual=float((phi @ q - y).abs().max())))
+        # an untrained interpolant: the min-norm one plus a random null-space component (fits T exactly, random beyond)
+        random_q = pinv + (torch.eye(d, dtype=torch.float64) - projector) @ torch.randn(
+            d, generator=generator(seed, "random-query"), dtype=torch.float64)
+        for weight_map in ("linear", "squared"):
+            f_random = phi_long @ random_q
+            predicted = surrogate_accuracy(f_random[:T], plane_amplitudes(random_q, key), freqs, lengths, k, V, seed,
+                                           p.eval_batch, p.surrogate_draws, weight_map)
+            evals = evaluate_linear(f_random, lengths, k, V, seed, p.eval_batch, weight_map)
+            out["controls"].append(dict(**label, map=weight_map, value=max(
+                abs(ev.accuracy - pr) for ev, pr in zip(evals, predicted, strict=True))))
+    return out
 
 
 def linear_control_study(p: Parameters, progress: bool = True) -> LinearControlStudy:
-    """Min-norm selection, (no) extrapolation and optimizer dependence of linear rotary attention, per offset and seed."""
+    """Min-norm selection, the collapse law of three weight maps, the least-bad interpolant and the optimizer ablation,
+    per offset and seed."""
     jobs = [(p, k, seed) for k in p.offsets for seed in p.seed_list]
     results = map_runs(seed_study, jobs, workers=p.workers, progress=progress, desc="offsets x seeds")
-    selection, lengths, spectrum, ablation = ([row for part in parts for row in part] for parts in zip(*results, strict=True))
-    return LinearControlStudy(pd.DataFrame(selection), pd.DataFrame(lengths), pd.concat(spectrum, ignore_index=True),
-                              pd.DataFrame(ablation))
+
+    def rows(name: str) -> list:
+        return [row for result in results for row in result[name]]
+
+    return LinearControlStudy(
+        selection=pd.DataFrame(rows("selection")), lengths=pd.DataFrame(rows("lengths")),
+        spectrum=pd.concat(rows("spectrum"), ignore_index=True), ablation=pd.DataFrame(rows("ablation")),
+        kernels=pd.concat(rows("kernels"), ignore_index=True), laws=pd.DataFrame(rows("laws")),
+        pinv=dict(rows("pinv")), controls=pd.DataFrame(rows("controls")))
+
+
+def replicate_distance(kernels: pd.DataFrame, train_length: int, model: str = "linear (SGD from zero)") -> float:
+    """Smallest relative distance between two runs' kernels beyond the training offsets, at the same offset ``k``
+    (inf with one run): inside ``T`` every interpolant is ``e_k``, so replicates can differ only out there."""
+    far = kernels[(kernels.model == model) & (kernels.offset_D >= train_length)]
+    runs = {key: torch.tensor(rows.f.values) for key, rows in far.groupby(["offset", "seed"])}
+    keys = sorted(runs)
+    distances = [_relative(runs[a], runs[b]) for i, a in enumerate(keys) for b in keys[i + 1:] if a[0] == b[0]]
+    return min(distances, default=math.inf)
+
+
+def per_run(frame: pd.DataFrame, runs: int) -> pd.DataFrame:
+    """``frame`` (one row per run: ``offset, seed, value``) after checking it has every run once: a per-run check on a
+    frame that lost runs would count no failures for them."""
+    if len(frame) != runs or frame.duplicated(["offset", "seed"]).any():
+        raise AssertionError(f"expected one row for each of {runs} runs, got {len(frame)}")
+    return frame
+
+
+def family_bound(train_length: int, length: int, dim: int, vocab: int) -> float:
+    """Gaussian-bin accuracy bound at ``length`` for every kernel ``f = Phi q`` of the unnormalized family (unit key).
+
+    ``f(k) = phi(k) . q <= |q| / sqrt 2`` (``|phi| = 1/sqrt 2``) while each offset beyond ``T`` adds on average
+    ``|q|^2 / 2d`` to the squared weights, so ``f(k)^2`` is at most ``d`` times the far energy per offset, for any
+    ``q``. The best case puts nothing in range but the target.
+    """
+    return argmax_accuracy(1.0, (length - train_length) / dim, vocab)
+
+
+def law_deviation(lengths: pd.DataFrame, head: str) -> pd.DataFrame:
+    """Per run: the largest |measured - predicted| accuracy over lengths for one head (``offset, seed, value``)."""
+    rows = lengths[lengths.model == head]
+    deviation = rows.assign(value=(rows.accuracy - rows.predicted).abs())
+    return deviation.groupby(["offset", "seed"], as_index=False).value.agg(lambda v: v.max(skipna=False))
+
+
+def softmax_margin_where_linear_collapsed(lengths: pd.DataFrame) -> pd.DataFrame:
+    """Per run: softmax minus linear accuracy, smallest over the lengths where the law puts the linear head below
+    the collapse accuracy (NaN when the law puts it below at no evaluated length)."""
+    lin = lengths[lengths.model == "linear (SGD from zero)"].set_index(["offset", "seed", "length"])
+    soft = lengths[lengths.model == "softmax exp f (Adam)"].set_index(["offset", "seed", "length"])
+    judged = lin[lin.predicted < COLLAPSE_ACCURACY]
+    margin = (soft.accuracy.reindex(judged.index) - judged.accuracy).rename("value").reset_index()
+    runs = lin.reset_index()[["offset", "seed"]].drop_duplicates()
+    smallest = margin.groupby(["offset", "seed"], as_index=False).value.agg(lambda v: v.min(skipna=False))
+    return runs.merge(smallest, how="left")
+
+
+def at_length(lengths: pd.DataFrame, head: str, length: int) -> pd.DataFrame:
+    """Per run: one head's measured accuracy at one length (``offset, seed, value``)."""
+    rows = lengths[(lengths.model == head) & (lengths.length == length)]
+    return rows[["offset", "seed"]].assign(value=rows.accuracy.values)

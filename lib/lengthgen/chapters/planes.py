@@ -9,7 +9,7 @@ with amplitude ``a_m = |q_m| |k_m| / sqrt(d)`` and phase ``phi_m = arg q_m - arg
 with the features ``psi(D) = [cos(theta D), sin(theta D)]`` and coefficients
 ``c = [a cos(phi), -a sin(phi)]``. On these features the module also solves the alternatives a
 trained head could have selected (:func:`hard_margin_kernel`, :func:`group_margin_kernel`,
-:func:`min_norm_interpolant`) and predicts, from amplitudes alone, how far beyond the training
+:func:`min_norm_interpolant`, :func:`projected_kernel`) and predicts, from amplitudes alone, how far beyond the training
 range an offset first out-scores the target (:func:`random_phase_tail`).
 """
 
@@ -89,13 +89,20 @@ def margin_rows(freqs: np.ndarray, offset: int, train_length: int) -> np.ndarray
     return psi[offset][None, :] - np.delete(psi, offset, axis=0)
 
 
-def hard_margin_kernel(g: np.ndarray) -> np.ndarray:
-    """``argmin |c|^2`` subject to ``g c >= 1``: the l2 max-margin kernel, through its dual (box-constrained, smooth)."""
+def projected_kernel(g: np.ndarray, start: np.ndarray, margin: float = 1.0) -> np.ndarray:
+    """``argmin |c - start|^2`` subject to ``g c >= margin``: the kernel nearest to ``start`` that separates the target
+    by ``margin`` on every training offset, through the dual (box-constrained, smooth): ``c = start + g^T alpha``."""
     gram = g @ g.T
-    result = minimize(lambda a: 0.5 * a @ gram @ a - a.sum(), np.full(len(gram), 1e-3), jac=lambda a: gram @ a - 1,
+    slack = margin - g @ start
+    result = minimize(lambda a: 0.5 * a @ gram @ a - a @ slack, np.full(len(gram), 1e-3), jac=lambda a: gram @ a - slack,
                       bounds=[(0, None)] * len(gram), method="L-BFGS-B",
                       options=dict(ftol=1e-15, gtol=1e-12, maxiter=100_000))
-    return g.T @ result.x
+    return start + g.T @ result.x
+
+
+def hard_margin_kernel(g: np.ndarray) -> np.ndarray:
+    """``argmin |c|^2`` subject to ``g c >= 1``: the l2 max-margin kernel (the projection of zero)."""
+    return projected_kernel(g, np.zeros(g.shape[1]))
 
 
 def group_margin_kernel(g: np.ndarray, smoothing: float = 1e-12) -> np.ndarray:
@@ -120,9 +127,23 @@ def group_margin_kernel(g: np.ndarray, smoothing: float = 1e-12) -> np.ndarray:
     return result.x
 
 
+MIN_NORM_RCOND = 1e-6  # feature directions the training offsets see less than this (relative) count as invisible
+
+
 def min_norm_interpolant(freqs: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """The smallest ``c`` whose kernel takes ``values`` on the offsets ``0 .. len(values) - 1`` (least squares if none)."""
-    return np.linalg.pinv(plane_features(freqs, np.arange(len(values)))) @ values
+    """The smallest ``c`` whose kernel takes ``values`` on the offsets ``0 .. len(values) - 1`` (least squares if none).
+
+    Directions of the features that the offsets see with a singular value below ``MIN_NORM_RCOND`` of the largest are
+    treated as invisible: the data barely constrain them, and copying them would pass off unconstrained behaviour
+    beyond the training range as extrapolation.
+    """
+    return np.linalg.pinv(plane_features(freqs, np.arange(len(values))), rcond=MIN_NORM_RCOND) @ values
+
+
+def amplitude_norm(c: np.ndarray) -> float:
+    """``sum_m |(A_m, B_m)|``: the sum of plane amplitudes of the kernel ``psi . c``."""
+    half = len(c) // 2
+    return float(np.hypot(c[:half], c[half:]).sum())
 
 
 def random_phase_tail(amplitudes: np.ndarray, level: float, bins: int = 8192) -> float:

@@ -22,9 +22,25 @@ def consistent_with(p: float, accuracy: float, trials: int, confidence: float = 
     return low <= p <= high
 
 
+def excess_failure_p_value(failures: int, trials: int, tolerated_rate: float) -> float:
+    """Exact one-sided binomial p-value: the chance of at least ``failures`` failures in ``trials`` runs if each
+    failed independently with probability ``tolerated_rate``. Small values say the failure rate exceeds it."""
+    if trials == 0:
+        return 1.0
+    return float(binomtest(int(failures), int(trials), tolerated_rate, alternative="greater").pvalue)
+
+
 def seed_summary(df: pd.DataFrame, value: str, by: list[str]) -> pd.DataFrame:
     """Mean, standard deviation, min and max of ``value`` over seeds, grouped by ``by``."""
     return df.groupby(by)[value].agg(["mean", "std", "min", "max", "count"]).reset_index()
+
+
+def spread_text(values: pd.Series | list[float], fmt: str = ".2f") -> str:
+    """``"mean ± sd (min–max, n runs)"``: how a number measured on several runs reads in prose."""
+    v = pd.Series(values, dtype=float)
+    if len(v) == 1:
+        return f"{v.iloc[0]:{fmt}} (1 run)"
+    return f"{v.mean():{fmt}} ± {v.std():{fmt}} ({v.min():{fmt}}–{v.max():{fmt}}, {len(v)} runs)"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ makes both heads cheap to analyse exactly.
 * :class:`ApeHead`: a learned absolute table ``P``, ``q_t = W_q (c + P_t)``,
   ``k_s = W_k (c + P_s)``, logit ``<q_t, k_s> / sqrt(d)``.
 * :class:`LinearRotaryHead`: the rotary kernel without softmax (chapter 5's control),
-  ``o_t = sum_{D <= t} f(D) e_{x_{t-D}}`` with ``f(D) = phi(D) . q``.
+  ``o_t = sum_{D <= t} f(D) e_{x_{t-D}}`` with ``f(D) = phi(D) . q``, and its two normalized
+  variants (weights ``f^2`` or ``exp f`` divided by their sum).
 
 :class:`HeadRunConfig` and :class:`LinearRunConfig` define a training run of each.
 """
@@ -31,6 +32,7 @@ from .tasks import sequence_cross_entropy
 from .training import Optimizer, RunConfig
 
 HeadKind = Literal["rope", "ape"]
+WeightMap = Literal["linear", "squared", "exp"]
 
 
 class PositionOnlyHead(nn.Module):
@@ -192,19 +194,36 @@ def unit_key(dim: int, seed: int | None = None) -> torch.Tensor:
     return torch.cat([torch.cos(phase), torch.sin(phase)])
 
 
-class LinearRotaryHead(nn.Module):
-    """Rotary attention without softmax: ``o_t = sum_{D <= t} f(D) e_{x_{t-D}}``, ``f(D) = Phi[D] . q``.
+def kernel_weights(f: torch.Tensor, weight_map: WeightMap) -> torch.Tensor:
+    """The attention weight ``g(f)`` of each offset: ``f`` itself, ``f^2`` or ``exp f`` (before any normalization)."""
+    if weight_map == "linear":
+        return f
+    if weight_map == "squared":
+        return f**2
+    if weight_map == "exp":
+        return torch.exp(f)
+    raise ValueError(f"weight_map must be 'linear', 'squared' or 'exp', got {weight_map!r}")
 
-    The key is fixed and only ``q`` is learned, so the kernel is linear in the parameters
-    (chapter 5). Values are one-hot, and the outputs are scored with squared error against
-    the one-hot target at the training queries ``query_positions``.
+
+class LinearRotaryHead(nn.Module):
+    """Rotary attention with a kernel linear in the parameters: ``f(D) = Phi[D] . q`` (chapter 5).
+
+    The key is fixed and only ``q`` is learned. With ``weight_map="linear"`` the output is
+    ``o_t = sum_{D <= t} f(D) e_{x_{t-D}}``, unnormalized (the control of chapter 5). The two
+    normalized variants weight each offset by ``g(f(D))`` and divide by the sum over ``D <= t``:
+    ``g = f^2`` (a positive polynomial map) and ``g = exp`` (softmax). Values are one-hot, and
+    the outputs are scored with squared error against the one-hot target at the training
+    queries ``query_positions``.
     """
 
     def __init__(
-        self, features: torch.Tensor, query_positions: torch.Tensor, vocab: int, init: torch.Tensor | None = None
+        self, features: torch.Tensor, query_positions: torch.Tensor, vocab: int, init: torch.Tensor | None = None,
+        weight_map: WeightMap = "linear",
     ) -> None:
         super().__init__()
+        kernel_weights(torch.zeros(1), weight_map)  # fail early on an unknown map
         self.vocab = vocab
+        self.weight_map = weight_map
         self.q = nn.Parameter(torch.zeros(features.shape[1], dtype=features.dtype) if init is None else init.clone())
         self.register_buffer("features", features)  # Phi over the training offsets 0 .. T-1
         self.register_buffer("query_positions", query_positions)
@@ -213,9 +232,11 @@ class LinearRotaryHead(nn.Module):
         """Outputs ``(batch, n_queries, vocab)`` at the training queries."""
         length = self.features.shape[0]
         delta = self.query_positions[:, None] - torch.arange(length, device=tokens.device)[None, :]
-        f = self.features @ self.q  # f(D) for D = 0 .. T-1
-        weights = torch.where(delta >= 0, f[delta.clamp(min=0)], torch.zeros((), dtype=f.dtype, device=f.device))
-        onehot = nn.functional.one_hot(tokens, self.vocab).to(f.dtype)
+        g = kernel_weights(self.features @ self.q, self.weight_map)  # g(f(D)) for D = 0 .. T-1
+        weights = torch.where(delta >= 0, g[delta.clamp(min=0)], torch.zeros((), dtype=g.dtype, device=g.device))
+        if self.weight_map != "linear":
+            weights = weights / weights.sum(-1, keepdim=True)
+        onehot = nn.functional.one_hot(tokens, self.vocab).to(g.dtype)
         return weights @ onehot
 
     def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -263,22 +284,36 @@ class HeadRunConfig(RunConfig):
 
 @dataclass(frozen=True)
 class LinearRunConfig(RunConfig):
-    """The linear rotary kernel (no softmax): only ``q`` is learned, with a fixed unit key (chapter 5)."""
+    """The linear rotary kernel: only ``q`` is learned, with a fixed unit key (chapter 5).
+
+    ``frequency_jitter`` (a fraction ``j`` in ``[0, 1]``) moves each frequency, by a factor drawn
+    from the seed's ``"frequencies"`` stream, to a uniformly random place in the first ``j`` of
+    its own cell of the geometric ladder (``theta_m * base^(-2 j u / d)``, ``u`` uniform in
+    ``[0, 1)``): seeds then differ in their features, not only in the key's phases, and the
+    min-norm kernel is a real replicate. ``j < 1`` keeps neighbouring frequencies apart, hence
+    the features well conditioned.
+    """
 
     dim: int = 64
     vocab: int = 64
     frequencies: Literal["full-band", "standard"] = "full-band"
     rope_base: float = 100.0
-    random_init: bool = False  # start ``q`` from a standard normal draw instead of zero
+    frequency_jitter: float = 0.0
+    weight_map: WeightMap = "linear"
+    random_init: bool = False  # start ``q`` from a normal draw (std ``init_std``) instead of zero
+    init_std: float = 1.0
     optimizer: Optimizer = "sgd"
 
     init_stream: ClassVar[str] = "linear-init"
     data_stream: ClassVar[str] = "linear-train-data"
 
     def frequency_set(self) -> torch.Tensor:
-        if self.frequencies == "full-band":
-            return full_band_frequencies(self.dim, self.rope_base)
-        return rope_frequencies(self.dim, self.rope_base)
+        """The rotary frequencies of this run (jittered within their ladder cells when asked)."""
+        freqs = (full_band_frequencies if self.frequencies == "full-band" else rope_frequencies)(self.dim, self.rope_base)
+        if self.frequency_jitter:
+            u = torch.rand(self.dim // 2, generator=generator(self.seed, "frequencies"), dtype=torch.float64)
+            freqs = freqs * self.rope_base ** (-2 * self.frequency_jitter * u / self.dim)
+        return freqs
 
     def features(self, offsets: torch.Tensor) -> torch.Tensor:
         """``Phi`` at the given offsets, with the seed's unit key."""
@@ -287,6 +322,8 @@ class LinearRunConfig(RunConfig):
     def build_model(self) -> LinearRotaryHead:
         init = None
         if self.random_init:
-            init = torch.randn(self.dim, generator=generator(self.seed, self.init_stream), dtype=torch.float64)
+            init = self.init_std * torch.randn(self.dim, generator=generator(self.seed, self.init_stream),
+                                               dtype=torch.float64)
         queries = torch.arange(self.offset, self.train_length)
-        return LinearRotaryHead(self.features(torch.arange(self.train_length)), queries, self.vocab, init)
+        return LinearRotaryHead(self.features(torch.arange(self.train_length)), queries, self.vocab, init,
+                                self.weight_map)
