@@ -105,7 +105,8 @@ def test_plane_amplitudes_of_a_unit_key():
     from lengthgen.chapters.linear_control import plane_amplitudes
 
     q = torch.tensor([3.0, 0.0, 4.0, 1.0], dtype=D64)  # planes (q0, q2) and (q1, q3) in the half convention
-    assert torch.allclose(plane_amplitudes(q, unit_key(4, 5)), torch.tensor([5.0, 1.0], dtype=D64) / 2)
+    freqs = full_band_frequencies(4, 16.0)
+    assert torch.allclose(plane_amplitudes(q, unit_key(4, 5), freqs), torch.tensor([5.0, 1.0], dtype=D64) / 2)
 
 
 def test_argmax_accuracy_hand_cases():
@@ -201,7 +202,7 @@ def test_family_bound_caps_every_kernel_of_the_family():
     phi_k = offset_features(torch.tensor([k]), freqs, key)[0]
     for seed in range(20):
         q = torch.randn(d, generator=generator(seed, "q"), dtype=D64)
-        assert float(phi_k @ q) ** 2 <= d * far_moment(plane_amplitudes(q, key), "linear") + 1e-12
+        assert float(phi_k @ q) ** 2 <= d * far_moment(plane_amplitudes(q, key, freqs), "linear") + 1e-12
     assert family_bound(16, 16, d, 8) == 1.0  # no far offsets, no noise
     assert family_bound(16, 1024, 64, 64) < family_bound(16, 256, 64, 64) < 1.0
 

@@ -50,6 +50,7 @@ from .planes import (
 
 FEASIBLE_DRAWS = 50  # random kernels per run that fit the training offsets as well as the head does
 FEASIBLE_QUANTILE = 0.95  # the learned head must beat this quantile of them
+NULL_QUANTILE = 0.999  # the quantile of the random-phase coherence null a run must clear
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,8 @@ CLAIMS = (
     reported("null_share", "share of the learned coefficients invisible on the training offsets (null space), mean"),
     reported("cos_l2_mean", "cosine with the l2 max-margin kernel, mean over runs"),
     reported("coherence_mean", "mean phase coherence of the identifiable planes"),
-    reported("coherence_over_null", "runs whose coherence exceeds the 99.9th percentile of its random-phase null"),
+    reported("coherence_over_null", f"runs whose coherence exceeds the {NULL_QUANTILE:.1%} quantile of its random-phase "
+             "null"),
     reported("rank_gap_max", "largest |learned rank - random-phase rank| (low rank is the encoding's, not learned)"),
     reported("slow_error_filter", "mean slow-plane phase error against the matched filter (rad)"),
 )
@@ -326,7 +328,7 @@ def measure_run(
         n_identifiable=int(identifiable.sum()),
         coherence=observed,
         null_mean=float(null.mean()),
-        null_q999=float(np.quantile(null, 0.999)),
+        null_q999=float(np.quantile(null, NULL_QUANTILE)),
         p_value=float((1 + (null >= observed).sum()) / (1 + len(null))),
         circular_error=weighted_circular_error(w, err_carrier[identifiable]),
         slow_error_carrier=weighted_circular_error(amp[slow], err_carrier[slow]) if slow.any() else np.nan,

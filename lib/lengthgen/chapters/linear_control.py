@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -40,6 +41,7 @@ from ..model.tasks import sample_tokens
 from ..model.training import train
 from .claims import Claim, reported
 from .common import GB, Execution, Head, LengthSweep, Seeds, Task, power_of_two_at_least
+from .planes import plane_sum, planes_from_vectors
 
 MAPS: dict[WeightMap, str] = {"linear": "linear f (unnormalized)", "squared": "normalized f²", "exp": "softmax exp f"}
 COLLAPSE_ACCURACY = 0.5  # the accuracy that defines a map's collapse length
@@ -270,15 +272,9 @@ def evaluate_linear(f_all: torch.Tensor, lengths: list[int], offset: int, vocab:
     return rows
 
 
-def plane_amplitudes(q: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
-    """``a_m = |q_m| |key_m| / sqrt(d)``: the amplitude of plane ``m`` in ``f(D) = sum_m a_m cos(theta_m D + psi_m)``
-    (half convention: plane ``m`` pairs coordinates ``m`` and ``m + d/2``)."""
-    half = q.shape[0] // 2
-
-    def norms(v: torch.Tensor) -> torch.Tensor:
-        return torch.sqrt(v[:half] ** 2 + v[half:] ** 2)
-
-    return norms(q) * norms(key) / math.sqrt(q.shape[0])
+def plane_amplitudes(q: torch.Tensor, key: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    """The plane amplitudes ``a_m`` of the kernel ``f(D) = phi(D) . q`` (the book's plane decomposition)."""
+    return torch.as_tensor(planes_from_vectors(q, key, freqs).amplitude)
 
 
 def far_moment(amplitudes: torch.Tensor, weight_map: WeightMap) -> float:
@@ -325,38 +321,35 @@ class CollapseLaw:
     train_length: int
     vocab: int
 
-    def noise_energy(self, length: int) -> float:
+    def noise_energy(self, length: float) -> float:
         """Summed squared weight of the non-target offsets of the last query at ``length``."""
         return self.in_range_noise + max(length - self.train_length, 0) * self.far_moment
 
-    def accuracy(self, length: int) -> float:
+    def accuracy(self, length: float) -> float:
         """Predicted last-query accuracy at ``length``."""
         return argmax_accuracy(self.target_weight, self.noise_energy(length), self.vocab)
 
     def collapse_length(self, level: float = COLLAPSE_ACCURACY) -> float:
         """The length at which the predicted accuracy falls to ``level`` (bisection; the noise grows linearly in L)."""
         lo, hi = float(self.train_length), float(self.train_length)
-        if self.accuracy(int(lo)) < level:
+        if self.accuracy(lo) < level:
             return lo
-        while self.accuracy(int(hi)) >= level:
+        while self.accuracy(hi) >= level:
             hi *= 2
             if hi > 1e12:
                 return math.inf
         for _ in range(60):
             mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if argmax_accuracy(self.target_weight, self.noise_at(mid), self.vocab) >= level else (lo, mid)
+            lo, hi = (mid, hi) if self.accuracy(mid) >= level else (lo, mid)
         return hi
 
-    def noise_at(self, length: float) -> float:
-        return self.in_range_noise + max(length - self.train_length, 0.0) * self.far_moment
 
-
-def collapse_law(f_train: torch.Tensor, q: torch.Tensor, key: torch.Tensor, offset: int, vocab: int,
+def collapse_law(f_train: torch.Tensor, amplitudes: torch.Tensor, offset: int, vocab: int,
                  weight_map: WeightMap) -> CollapseLaw:
-    """The law's inputs from the kernel on the training offsets ``f_train`` and the plane amplitudes of ``q``."""
+    """The Gaussian law's inputs from the kernel on the training offsets ``f_train`` and the plane amplitudes."""
     g = kernel_weights(f_train, weight_map)
     others = torch.cat([g[:offset], g[offset + 1:]])
-    return CollapseLaw(float(g[offset]), float((others**2).sum()), far_moment(plane_amplitudes(q, key), weight_map),
+    return CollapseLaw(float(g[offset]), float((others**2).sum()), far_moment(amplitudes, weight_map),
                        f_train.shape[0], vocab)
 
 
@@ -365,9 +358,9 @@ def surrogate_kernel(f_train: torch.Tensor, amplitudes: torch.Tensor, freqs: tor
     """The kernel on the training offsets, continued beyond ``T`` by planes of the same amplitudes and frequencies
     with random phases: what a kernel with this energy spectrum does far out when its phases carry no structure."""
     phases = 2 * torch.pi * torch.rand(len(amplitudes), generator=gen, dtype=torch.float64)
-    far = torch.arange(f_train.shape[0], length, dtype=torch.float64)
-    continued = (amplitudes[:, None] * torch.cos(freqs[:, None] * far[None, :] + phases[:, None])).sum(0)
-    return torch.cat([f_train, continued])
+    continued = plane_sum(np.asarray(amplitudes, dtype=np.float64), phases.numpy(), np.asarray(freqs, dtype=np.float64),
+                          np.arange(f_train.shape[0], length))
+    return torch.cat([f_train, torch.from_numpy(continued)])
 
 
 def surrogate_accuracy(f_train: torch.Tensor, amplitudes: torch.Tensor, freqs: torch.Tensor, lengths: list[int],
@@ -380,6 +373,30 @@ def surrogate_accuracy(f_train: torch.Tensor, amplitudes: torch.Tensor, freqs: t
         evals = evaluate_linear(kernel, lengths, offset, vocab, seed, batch, weight_map, stream=f"surrogate-{draw}")
         totals = [t + ev.accuracy for t, ev in zip(totals, evals, strict=True)]
     return [t / draws for t in totals]
+
+
+@dataclass(frozen=True)
+class LawSetting:
+    """What the collapse law and its measurement share within one run: features, key, frequencies, lengths, task."""
+
+    phi_long: torch.Tensor  # features of the offsets 0 .. longest - 1
+    key: torch.Tensor
+    freqs: torch.Tensor
+    lengths: list[int]
+    offset: int
+    vocab: int
+    train_length: int
+    seed: int
+    batch: int
+    draws: int
+
+
+def law_and_measurement(s: LawSetting, q: torch.Tensor, weight_map: WeightMap) -> tuple[list[float], list[LinearEval]]:
+    """The collapse law's accuracy at each length from training-length quantities, and the head's measured accuracy."""
+    f = s.phi_long @ q
+    predicted = surrogate_accuracy(f[:s.train_length], plane_amplitudes(q, s.key, s.freqs), s.freqs, s.lengths,
+                                   s.offset, s.vocab, s.seed, s.batch, s.draws, weight_map)
+    return predicted, evaluate_linear(f, s.lengths, s.offset, s.vocab, s.seed, s.batch, weight_map)
 
 
 def crossing_length(lengths: list[int], accuracy: list[float], level: float = COLLAPSE_ACCURACY) -> float:
@@ -502,14 +519,14 @@ def seed_study(job: tuple[Parameters, int, int]) -> dict[str, list]:
             **{head: train(cfg).model.q.detach().cpu() for head, cfg in normalized.items()},
         }
         freqs = linear.frequency_set()
+        setting = LawSetting(phi_long, key, freqs, lengths, k, V, T, seed, p.eval_batch, p.surrogate_draws)
+        measured: dict[str, list[LinearEval]] = {}
         for head, q in queries.items():
             weight_map = HEADS[head]
             f_long = phi_long @ q
-            amplitudes = plane_amplitudes(q, key)
-            gaussian = collapse_law(f_long[:T], q, key, k, V, weight_map)
-            predicted = surrogate_accuracy(f_long[:T], amplitudes, freqs, lengths, k, V, seed, p.eval_batch,
-                                           p.surrogate_draws, weight_map)
-            evals = evaluate_linear(f_long, lengths, k, V, seed, p.eval_batch, weight_map)
+            gaussian = collapse_law(f_long[:T], plane_amplitudes(q, key, freqs), k, V, weight_map)
+            predicted, evals = law_and_measurement(setting, q, weight_map)
+            measured[head] = evals
             out["laws"].append(dict(**label, model=head, target_weight=gaussian.target_weight,
                                     far_moment=gaussian.far_moment, norm=float(q.norm()),
                                     collapse_length=crossing_length(lengths, predicted) / T,
@@ -525,7 +542,8 @@ def seed_study(job: tuple[Parameters, int, int]) -> dict[str, list]:
         init = variants["SGD from random init"].build_model().q.detach()
         projector = torch.linalg.pinv(phi) @ phi
         for method, q in trained.items():
-            accuracy_longest = evaluate_linear(phi_long @ q, [longest], k, V, seed, p.eval_batch)[0].accuracy
+            accuracy_longest = (measured["linear (SGD from zero)"][-1] if method == "SGD from zero" else
+                                evaluate_linear(phi_long @ q, [longest], k, V, seed, p.eval_batch)[0]).accuracy
             out["ablation"].append(dict(**label, method=method, rel_error_to_pinv=_relative(q, pinv), norm=float(q.norm()),
                                         null_space_norm=float((q - projector @ q).norm()),
                                         predicted_rel_error=_relative(pinv + init - projector @ init, pinv)
@@ -536,10 +554,7 @@ def seed_study(job: tuple[Parameters, int, int]) -> dict[str, list]:
         random_q = pinv + (torch.eye(d, dtype=torch.float64) - projector) @ torch.randn(
             d, generator=generator(seed, "random-query"), dtype=torch.float64)
         for weight_map in ("linear", "squared"):
-            f_random = phi_long @ random_q
-            predicted = surrogate_accuracy(f_random[:T], plane_amplitudes(random_q, key), freqs, lengths, k, V, seed,
-                                           p.eval_batch, p.surrogate_draws, weight_map)
-            evals = evaluate_linear(f_random, lengths, k, V, seed, p.eval_batch, weight_map)
+            predicted, evals = law_and_measurement(setting, random_q, weight_map)
             out["controls"].append(dict(**label, map=weight_map, value=max(
                 abs(ev.accuracy - pr) for ev, pr in zip(evals, predicted, strict=True))))
     return out
