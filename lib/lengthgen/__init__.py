@@ -12,10 +12,13 @@ and assert.
     ``config``       the one configuration base (frozen dataclass with ``with_`` and ``as_dict``)
     ``training``     the base of every run configuration and the one training loop every model uses
     ``evaluation``   accuracy against sequence length: the one ``length_sweep``
+    ``pola``         position-only linear attention: tasks, positional relations, the closed-form gradient-descent
+                     prediction, preconditioned SGD, Linear Representation Complexity
 
 ``lengthgen.chapters`` - one analysis module per chapter, named like its notebook:
     ``equivariance`` (01), ``absolute_pinning`` (02), ``carrier`` (03), ``dilution_law`` (04),
-    ``linear_control`` (05), ``transfer`` (06), ``robustness`` (07), ``claims_summary`` (99);
+    ``linear_control`` (05), ``transfer`` (06), ``robustness`` (07), ``position_only`` (08),
+    ``claims_summary`` (99);
     each declares the chapter's ``Parameters``. Besides them:
     ``claims``       the claims data: every claim check with its threshold, reason and revisions
     ``common``       parameter groups and run configurations several chapters share

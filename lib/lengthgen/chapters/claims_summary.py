@@ -170,6 +170,7 @@ class PaperClaim:
 
 
 PART_I = "arXiv 2607.18759"
+PART_II = "arXiv 2510.04130"
 PAPER_CLAIMS: tuple[PaperClaim, ...] = (
     PaperClaim("equivariance", PART_I, "Rotary encodings make the logit a function of the offset alone, so the rule learned "
                "at training lengths is reproduced at every longer length.", "01_equivariance",
@@ -214,6 +215,20 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                (Limit("06_transfer", "heads_clearing_null", "<", 1,
                       "retrieval kernels peak at k, but phase alignment clears its null in {value:.0f} heads",
                       severity="does not"),)),
+    PaperClaim("pola-structure", PART_II, "In position-only linear attention, position encodings do not expand what can be "
+               "computed; they structure the learned computation across positions (our reconstruction of POLA).",
+               "08_position_only", ("ape_fits_fixed_length", "prediction_matches_rotary", "solved_scales_rotary"),
+               (Limit("08_position_only", "fits_beyond_ape", ">", 0,
+                      "at one length by construction; across lengths, relations that see the length or the alignment "
+                      "fit {value:.0f} (task, relation) cells that APE's (i, j) cannot"),)),
+    PaperClaim("pola-lrc", PART_II, "Length generalization holds if and only if the Linear Representation Complexity stops "
+               "growing beyond the training scale (our definition of LRC, gradient descent from zero).", "08_position_only",
+               ("lg_iff_lrc_tabular", "hand_verdicts", "random_init_rule"),
+               (Limit("08_position_only", "lrc_blind_scales", ">", 0,
+                      "a theorem for tabular relations; for RoPE, LRC is necessary, not sufficient: at {value:.0f} test "
+                      "scales LRC has not grown and the model still fails (gradient descent picks another interpolant)"),
+                Limit("08_position_only", "not_fit_in_budget", ">", 0,
+                      "{value:.0f} cell(s) that LRC calls representable were not learnable within the step budget"))),
 )
 
 

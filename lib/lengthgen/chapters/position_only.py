@@ -1,0 +1,295 @@
+"""Chapter 8 (``08_position_only``): position-only linear attention, Linear Representation Complexity, and what
+gradient descent leaves untrained.
+
+The model family is :mod:`lengthgen.model.pola`: ``y_i = sum_{j <= i} theta_{rho(i, j)} x_j`` with the positional
+relation ``rho`` the only thing that changes. For every (task, relation) the chapter computes, *before training*,
+
+* ``LRC(n)``: the rank of the operators a single table needs to represent every instance up to scale ``n``
+  (``inf`` when none does), for ``n`` up to ``scale_factor * T``, and from it a verdict: *not representable*
+  (``LRC(T) = inf``), *generalizes* (``LRC`` stops growing at ``T``) or *fails* (it grows);
+* the predicted test error at every scale, in closed form: gradient descent's iterate on the expected loss
+  after the chapter's step budget (:func:`lengthgen.model.pola.closed_form`), with every operator the training
+  scales never touch left at its init (zero, or a random draw);
+
+then trains each model by SGD on sampled sequences and measures its expected test error at every scale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from ..book.parameters import ParameterError, parameter
+from ..model import pola
+from .claims import Claim, reported
+from .common import Seeds
+
+LG_ERROR = 0.01  # relative squared error at or below which a scale counts as solved
+VERDICTS = ("not representable", "generalizes", "fails")
+NOT_LEARNED = "not fit in budget"
+
+# The zero-init verdicts derived by hand from the definitions, before any computation (tabular relations only: the
+# rotary span's verdicts depend on the numerical rank of its features, and come from the LRC computation).
+N, G, F = VERDICTS
+REGISTERED_VERDICTS: dict[tuple[str, str], str] = {
+    **{("shift", r): v for r, v in zip(("ape", "rpe", "ipe", "mirror", "nope"), (F, G, G, N, N), strict=True)},
+    **{("prefix_sum", r): v for r, v in zip(("ape", "rpe", "ipe", "mirror", "nope"), (F, F, G, F, G), strict=True)},
+    **{("reversal", r): v for r, v in zip(("ape", "rpe", "ipe", "mirror", "nope"), (N, N, G, G, N), strict=True)},
+    **{("copy", r): v for r, v in zip(("ape", "rpe", "ipe", "mirror", "nope"), (N, N, G, N, N), strict=True)},
+    **{("unaligned_copy", r): v for r, v in zip(("ape", "rpe", "ipe", "mirror", "nope"), (N, N, G, N, N), strict=True)},
+    **{("parity_cot", r): v for r, v in zip(("ape", "rpe", "ipe", "mirror", "nope"), (F, G, G, N, N), strict=True)},
+}
+del N, G, F
+
+
+@dataclass(frozen=True)
+class Parameters(Seeds):
+    """Chapter 8's parameters (``seeds``: random inits per init scale and cell, besides the zero init)."""
+
+    chapter = "08_position_only"
+    train_scale: int = parameter("largest training scale T (every scale from the task's smallest to T is trained)", 3, 64)
+    scale_factor: int = parameter("largest test scale, in multiples of T", 2, 32)
+    shift: int = parameter("offset k of the shift task", 1, 32)
+    prefix_max: int = parameter("longest random prefix P of the unaligned copy task", 0, 16)
+    rope_dim: int = parameter("rotary features (even: cos and sin of dim/2 frequencies)", 4, 64)
+    rope_base: float = parameter("base b of the rotary frequencies pi * b^(-(2m+1)/dim)", 1.5, 1e6)
+    init_stds: tuple[float, ...] = parameter("standard deviations of the random inits (one set of seeds each)", 1e-5, 1.0)
+    steps: int = parameter("SGD steps per model", 1, 100_000)
+    batch: int = parameter("sampled input sequences per training instance and step", 1, 4096)
+    lr: float = parameter("step size, as a fraction of the inverse curvature (1: a Newton step for a tabular "
+                          "relation)", 0.01, 1.0)
+
+    def check(self) -> None:
+        super().check()
+        if self.train_scale < self.shift + 2:
+            raise ParameterError(f"parameter 'train_scale' = {self.train_scale} is out of range: must be >= shift + 2 "
+                                 f"= {self.shift + 2}, so that the shift task has at least two training scales")
+        if self.rope_dim % 2:
+            raise ParameterError(f"parameter 'rope_dim' = {self.rope_dim} is out of range: must be even")
+
+    @property
+    def longest(self) -> int:
+        return self.scale_factor * self.train_scale
+
+
+PREDICTION_TOLERANCE = "0.005 + 0.05 x predicted"
+_TOLERANCE_REASON = ("The prediction is made from the training scales alone (gradient descent's iterate on the expected "
+                     "loss after the step budget, equation eq-pola-gd, untrained operators at their init); SGD on sampled "
+                     "sequences follows it up to its sampling noise. Tolerance: 0.005 absolute (half the solved "
+                     "threshold) plus 5 % of the prediction.")
+_TOLERANCE_REVISED = ("The tolerance was set after a prototype run at the defaults (then batch 32, 400 steps) showed "
+                      "deviations up to about 3 % of the prediction. The first full run (batch 16) missed it in 5 of "
+                      "about 13,000 rows, all on tabular cells no table represents (sampling noise around the "
+                      "least-squares compromise, up to 7.6 %); the batch was raised to 64, the tolerance kept.")
+
+CLAIMS = (
+    Claim("ape_fits_fixed_length", "at one fixed length, the full table (APE) fits every task: largest training error",
+          "<=", 1e-9, "Proof check: at one length every causal target is some lower-triangular table, and APE has one "
+          "operator per cell. Every other relation is a function of the cell, so its model class is a tying of "
+          "APE's and cannot fit more (true by construction, not checked separately).", role="proof"),
+    Claim("hand_verdicts", "(task, tabular relation) cells whose LRC verdict differs from the one derived by hand",
+          "==", 0, "Sanity check of the LRC code against the verdicts written down from the definitions "
+          "(REGISTERED_VERDICTS in the chapter's module).", role="sanity"),
+    Claim("lg_iff_lrc_tabular", "(task, tabular relation) cells at zero init whose measured verdict differs from the LRC "
+          "verdict", "==", 0, "Proof check: for a tabular relation, gradient descent from zero moves only the operators "
+          "the training cells touch and leaves every other one at zero, so once it has converged the model "
+          "generalizes exactly when every new operator's target is zero, which is LRC not growing.", role="proof"),
+    Claim("prediction_matches_tabular", f"rows (tabular relation, init, scale) where the SGD-trained error misses the "
+          f"closed-form prediction by more than {PREDICTION_TOLERANCE}", "==", 0,
+          _TOLERANCE_REASON + " For a tabular relation the prediction is the weighted mean of each operator's targets "
+          "and the untouched init elsewhere, which preconditioned SGD reaches by construction: this guards the "
+          "measurement.", role="sanity", revised=_TOLERANCE_REVISED),
+    Claim("prediction_matches_rotary", f"rows (RoPE, init, scale) where the SGD-trained error misses the closed-form "
+          f"prediction by more than {PREDICTION_TOLERANCE}", "==", 0,
+          _TOLERANCE_REASON + " For the rotary span this tests the implicit bias: that SGD on samples stays in the "
+          "row space and fills it along gradient descent's spectral filter, so its extension beyond T is the one "
+          "predicted (Adam, or any other interpolant, would miss).", revised=_TOLERANCE_REVISED),
+    Claim("solved_scales_rotary", "(RoPE, init, test scale) rows where the prediction and the SGD-trained model disagree on "
+          "whether the scale is solved", "==", 0,
+          "The verdict that matters, scale by scale, from the same prediction: the solved threshold is 0.01 and the "
+          "rotary errors beyond T are far from it, so a disagreement means the implicit bias is not the predicted one."),
+    Claim("random_init_rule", "(task, relation, init scale, seed) cells at random init whose measured verdict differs "
+          "from 'generalizes iff LRC stops growing and sigma^2 U(n) / E(n) <= 0.01 at every test scale'", "==", 0,
+          "U(n) is the weight of the scale-n cells along directions no training cell constrains, E(n) the target "
+          "energy: an init of standard deviation sigma adds sigma^2 U(n) / E(n) to the relative error in "
+          "expectation. Computed from the definitions before training, for two init scales chosen on either side "
+          "of the threshold for the RPE cells. For tabular relations the untouched operators cannot move (no "
+          "gradient reaches them), so what this tests is the predicted size of their contribution; for RoPE, that "
+          "gradient descent leaves the init's null-space part in place."),
+    reported("lrc_blind_scales", "test scales (task, relation, n) where LRC(n) = LRC(T) < inf but the zero-init model "
+             "misses: LRC is necessary, not sufficient (possible only off the tabular relations)"),
+    reported("not_fit_in_budget", "(task, relation) cells at zero init that LRC calls representable at T but gradient "
+             "descent had not fit at the training scales within the step budget"),
+    reported("fits_beyond_ape", "(task, relation) cells that a relation fits across the training scales and APE does "
+             "not (APE's (i, j) does not see the length)"),
+    reported("generalizing_cells", "(task, relation) cells at zero init that generalize to the longest scale"),
+)
+
+
+@dataclass
+class PolaStudy:
+    """Everything chapter 8 measures."""
+
+    errors: pd.DataFrame  # task, relation, init, init_std, seed, scale, predicted, measured, limit, untrained
+    lrc: pd.DataFrame  # task, relation, scale, lrc, operators
+    fixed_length: pd.DataFrame  # task, relation, error (trained and tested at T only)
+    kernels: pd.DataFrame  # shift task, rpe and rope: init, seed, offset, trained, value (SGD), predicted
+    verdicts: pd.DataFrame  # task, relation, init, init_std, seed, lrc_verdict, rule_verdict, measured_verdict, ...
+
+
+def _verdict(in_range: float, beyond: float) -> str:
+    if in_range > LG_ERROR:
+        return "not representable"
+    return "generalizes" if beyond <= LG_ERROR else "fails"
+
+
+def lrc_verdict(lrc_at_t: float, lrc_longest: float) -> str:
+    """The verdict LRC predicts: not representable at ``T``, generalizes if it stops growing, fails if it grows."""
+    if not np.isfinite(lrc_at_t):
+        return "not representable"
+    return "generalizes" if lrc_longest == lrc_at_t else "fails"
+
+
+def lrc_text(at_t: float, longest: float) -> str:
+    """``"LRC(T)→LRC(longest)"`` with ``∞`` for a target no table represents (the verdict table's cell text)."""
+    def fmt(v: float) -> str:
+        return "∞" if not np.isfinite(v) else f"{v:.0f}"
+
+    return f"{fmt(at_t)}→{fmt(longest)}"
+
+
+def _inits(p: Parameters) -> list[tuple[str, float, int]]:
+    """(init, std, seed) of every model of a cell: the zero init, then ``p.seeds`` draws per init scale."""
+    return [("zero", 0.0, -1)] + [("random", std, seed) for std in p.init_stds for seed in p.seed_list]
+
+
+def _head_models(p: Parameters, spec: pola.TaskSpec, head: int, relation: str) -> dict:
+    """One head of one task under one relation: predictions, SGD-trained models and the LRC curve."""
+    scales = list(range(spec.smallest_scale, p.longest + 1))
+    insts = {n: pola.instances(spec, head, n) for n in scales}
+    by_scale = {n: pola.cells(relation, insts[n]) for n in scales}
+    train_insts = [i for n in scales if n <= p.train_scale for i in insts[n]]
+    train = pola.cells(relation, train_insts)
+    param = pola.parametrization(relation, list(by_scale.values()), p.rope_dim, p.rope_base)
+    inits = np.vstack([np.zeros(param.size)] + [pola.random_init(param.size, list(p.seed_list), std)
+                                                 for std in p.init_stds])
+    predicted = pola.closed_form(param, train, inits, p.steps, p.lr)
+    limit = pola.closed_form(param, train, inits)
+    trained = pola.train_sgd(param, train_insts, inits, p.steps, p.batch, p.lr, seed=p.seed_start)
+    errors = {n: [pola.squared_error(param, w, by_scale[n]) for w in (predicted, trained, limit)] for n in scales}
+    untrained = {n: pola.untrained_weight(param, train, by_scale[n]) for n in scales}
+    curve = pola.representation_curve(param, [by_scale[n] for n in scales])
+    at_t = pola.cells(relation, insts[p.train_scale])
+    fixed = pola.squared_error(param, pola.closed_form(param, at_t, np.zeros(param.size)), at_t)
+    return dict(param=param, train=train, errors=errors, untrained=untrained, curve=dict(zip(scales, curve, strict=True)),
+                fixed=fixed, trained=trained, predicted=predicted)
+
+
+def pola_study(p: Parameters, progress: bool = True) -> PolaStudy:
+    """Predict, train and measure every (task, relation) cell at zero init and ``p.seeds`` random inits per scale."""
+    inits = _inits(p)
+    error_rows, lrc_rows, fixed_rows, kernel_rows = [], [], [], []
+    cells_todo = [(t, r) for t in pola.TASKS for r in pola.RELATIONS]
+    for task, relation in tqdm(cells_todo, desc="POLA cells", disable=not progress):
+        spec = pola.TaskSpec(task, p.shift, p.prefix_max)
+        heads = [_head_models(p, spec, h, relation) for h in range(pola.HEADS[task])]
+        for n in heads[0]["errors"]:
+            energy = sum(h["errors"][n][0][1] for h in heads)
+            totals = [sum(h["errors"][n][k][0] for h in heads) / energy for k in range(3)]
+            untrained = sum(h["untrained"][n] for h in heads) / energy
+            for m, (init, std, seed) in enumerate(inits):
+                error_rows.append(dict(task=task, relation=relation, init=init, init_std=std, seed=seed, scale=n,
+                                       predicted=totals[0][m], measured=totals[1][m], limit=totals[2][m],
+                                       untrained=untrained))
+            lrc_rows.append(dict(task=task, relation=relation, scale=n, lrc=sum(h["curve"][n][0] for h in heads),
+                                 operators=sum(h["curve"][n][1] for h in heads)))
+        fixed_rows.append(dict(task=task, relation=relation,
+                               error=sum(float(h["fixed"][0][0]) for h in heads) / sum(h["fixed"][1] for h in heads)))
+        if task == "shift" and relation in ("rpe", "rope"):
+            h = heads[0]
+            trained_keys = set(np.unique(h["train"].keys).tolist())
+            tables = h["param"].table(h["trained"]), h["param"].table(h["predicted"])
+            shown = [0, 1 + (len(p.init_stds) - 1) * p.seeds]  # the zero init and the first seed of the largest scale
+            for m in shown:
+                init, std, seed = inits[m]
+                for i, key in enumerate(h["param"].keys):
+                    kernel_rows.append(dict(task=task, relation=relation, init=init, init_std=std, seed=seed,
+                                            offset=int(key), trained=int(key) in trained_keys, value=tables[0][m, i],
+                                            predicted=tables[1][m, i]))
+    errors, lrc = pd.DataFrame(error_rows), pd.DataFrame(lrc_rows)
+    return PolaStudy(errors, lrc, pd.DataFrame(fixed_rows), pd.DataFrame(kernel_rows), verdict_table(errors, lrc, p))
+
+
+def verdict_table(errors: pd.DataFrame, lrc: pd.DataFrame, p: Parameters) -> pd.DataFrame:
+    """Per (task, relation, init, seed): the LRC verdict, the random-init rule's verdict, what the closed form predicts
+    and what was measured (largest errors over the training scales and over the test scales)."""
+    rows = []
+    curves = {key: g.set_index("scale") for key, g in lrc.groupby(["task", "relation"], sort=False)}
+    for (task, relation, init, std, seed), g in errors.groupby(["task", "relation", "init", "init_std", "seed"],
+                                                               sort=False):
+        curve = curves[(task, relation)]
+        at_t, last = curve.loc[p.train_scale], curve.loc[p.longest]
+        by_lrc = lrc_verdict(at_t.lrc, last.lrc)
+        inside, beyond = g[g.scale <= p.train_scale], g[g.scale > p.train_scale]
+        init_error = std**2 * beyond.untrained.max()
+        rule = "fails" if by_lrc == "generalizes" and init_error > LG_ERROR else by_lrc
+        predicted = _verdict(inside.predicted.max(), beyond.predicted.max())
+        measured = _verdict(inside.measured.max(), beyond.measured.max())
+        shown = NOT_LEARNED if np.isfinite(at_t.lrc) and measured == "not representable" else measured
+        rows.append(dict(task=task, relation=relation, init=init, init_std=std, seed=seed, lrc_at_T=at_t.lrc,
+                         lrc_longest=last.lrc, operators_at_T=at_t.operators, operators_longest=last.operators,
+                         lrc_verdict=by_lrc, predicted_init_error=init_error, rule_verdict=rule,
+                         predicted_verdict=predicted, measured_verdict=measured, shown_verdict=shown,
+                         train_error=inside.measured.max(), test_error=beyond.measured.max(),
+                         registered=REGISTERED_VERDICTS.get((task, relation), "")))
+    return pd.DataFrame(rows)
+
+
+def hand_verdict_mismatches(verdicts: pd.DataFrame) -> int:
+    """Tabular (task, relation) cells whose LRC verdict differs from :data:`REGISTERED_VERDICTS`."""
+    zero = verdicts[(verdicts.init == "zero") & (verdicts.registered != "")]
+    return int((zero.lrc_verdict != zero.registered).sum())
+
+
+def prediction_misses(errors: pd.DataFrame) -> pd.DataFrame:
+    """Rows where the SGD-trained error misses the prediction by more than ``0.005 + 0.05 x predicted``."""
+    return errors[(errors.measured - errors.predicted).abs() > 0.005 + 0.05 * errors.predicted]
+
+
+def tabular_lrc_disagreements(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Zero-init tabular cells whose measured verdict is not the LRC verdict."""
+    zero = verdicts[(verdicts.init == "zero") & (verdicts.relation.isin(pola.TABULAR))]
+    return zero[zero.measured_verdict != zero.lrc_verdict]
+
+
+def solved_disagreements(errors: pd.DataFrame, p: Parameters) -> pd.DataFrame:
+    """Test-scale rows where prediction and measurement disagree on whether the scale is solved."""
+    beyond = errors[errors.scale > p.train_scale]
+    return beyond[(beyond.predicted <= LG_ERROR) != (beyond.measured <= LG_ERROR)]
+
+
+def rule_disagreements(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Random-init cells whose measured verdict (generalizes or not) is not the random-init rule's."""
+    rand = verdicts[verdicts.init == "random"]
+    return rand[(rand.measured_verdict == "generalizes") != (rand.rule_verdict == "generalizes")]
+
+
+def lrc_blind_scales(errors: pd.DataFrame, lrc: pd.DataFrame, p: Parameters) -> pd.DataFrame:
+    """Zero-init test scales where LRC has not grown since ``T`` (and is finite) but the measured error is above
+    the solved threshold."""
+    zero = errors[(errors.init == "zero") & (errors.scale > p.train_scale)]
+    merged = zero.merge(lrc, on=["task", "relation", "scale"])
+    at_t = lrc[lrc.scale == p.train_scale].set_index(["task", "relation"]).lrc
+    same = merged.apply(lambda r: np.isfinite(r.lrc) and r.lrc == at_t[(r.task, r.relation)], axis=1)
+    return merged[same & (merged.measured > LG_ERROR)]
+
+
+def fits_beyond_ape(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Zero-init (task, relation) cells fit across the training scales whose task APE does not fit."""
+    zero = verdicts[verdicts.init == "zero"]
+    fit = zero[zero.train_error <= LG_ERROR]
+    ape_fails = set(zero[(zero.relation == "ape") & (zero.train_error > LG_ERROR)].task)
+    return fit[fit.task.isin(ape_fails)]
