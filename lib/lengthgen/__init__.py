@@ -14,11 +14,12 @@ and assert.
     ``evaluation``   accuracy against sequence length: the one ``length_sweep``
     ``pola``         position-only linear attention: tasks, positional relations, the closed-form gradient-descent
                      prediction, preconditioned SGD, Linear Representation Complexity
+    ``linear_rnn``   overparameterized linear RNNs trained on an impulse response; Hankel rank of the learned system
 
 ``lengthgen.chapters`` - one analysis module per chapter, named like its notebook:
     ``equivariance`` (01), ``absolute_pinning`` (02), ``carrier`` (03), ``dilution_law`` (04),
     ``linear_control`` (05), ``transfer`` (06), ``robustness`` (07), ``position_only`` (08),
-    ``claims_summary`` (99);
+    ``connections`` (09), ``claims_summary`` (99);
     each declares the chapter's ``Parameters``. Besides them:
     ``claims``       the claims data: every claim check with its threshold, reason and revisions
     ``common``       parameter groups and run configurations several chapters share

@@ -12,4 +12,5 @@ Nothing in this package knows about chapters, notebooks or the book: it imports 
 - ``training``: the base of every run configuration and the one training loop every model uses.
 - ``evaluation``: accuracy against sequence length (the one ``length_sweep``).
 - ``pola``: position-only linear attention (chapter 8's model family), its closed-form prediction and LRC.
+- ``linear_rnn``: overparameterized linear RNNs on impulse-response targets (chapter 9).
 """

@@ -213,17 +213,27 @@ def parametrization(relation: str, all_cells: list[Cells], rope_dim: int = 16, r
     return Parametrization(relation, keys, features)
 
 
-def untrained_weight(param: Parametrization, train: Cells, c: Cells) -> float:
-    """``sum_c weight_c ||(I - P) phi(c)||^2``: the expected squared error per unit init variance that the part of an
-    i.i.d. init no training cell constrains (``P`` projects on the span of the training cells' features) adds on
-    the cells ``c``. For a tabular relation it is the weight of the cells whose operator training never touches."""
+def init_weight(param: Parametrization, train: Cells, c: Cells, steps: int | None = None, lr: float = 1.0) -> float:
+    """``sum_c weight_c ||R^T phi(c)||^2`` with ``R`` the part of the init that :func:`closed_form` leaves in place
+    after ``steps`` steps (``None``: in the limit): the expected squared error per unit init variance that an i.i.d.
+    init adds on the cells ``c``. For a tabular relation ``R`` is 1 on the operators training never touches and
+    ``prod_s (1 - eta_s)`` on the others; for the rotary span it also keeps the part of the init along directions
+    gradient descent has not yet filled."""
+    a = param.design(train)
+    used = np.flatnonzero(np.abs(a).sum(axis=0) > 0)
+    idx = param.index(c.keys)
+    etas = step_sizes(steps, lr) if steps is not None else None
     if param.features is None:
-        return float(c.weights[~np.isin(c.keys, train.keys)].sum())
-    rows = param.features[np.unique(param.index(train.keys))]
-    _, sv, vt = np.linalg.svd(rows, full_matrices=False)
-    basis = vt[sv > sv[0] * 1e-10]
-    phi = param.features[param.index(c.keys)]
-    residual = phi - (phi @ basis.T) @ basis
+        kept = np.ones(param.size)
+        kept[used] = 0.0 if etas is None else float(np.prod(1 - etas))
+        return float((c.weights * kept[idx] ** 2).sum())
+    lam, vecs = np.linalg.eigh(a.T @ a)
+    keep = lam > lam[-1] * 1e-15
+    if etas is None:
+        left = np.where(keep, 0.0, 1.0)
+    else:
+        left = np.where(keep, np.prod(1 - etas[:, None] * lam[None, :] / lam[-1], axis=0), 1.0)
+    residual = (param.features[idx] @ vecs) * left[None, :]
     return float((c.weights * (residual**2).sum(axis=1)).sum())
 
 
