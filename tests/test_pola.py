@@ -123,16 +123,16 @@ def test_lrc_curves():
 
 def test_init_weight_is_the_init_term_of_the_closed_form():
     _, _, by_scale, _, train, param = _setup("shift", "rpe", train_scale=6, longest=12)
-    assert pola.init_weight(param, train, by_scale[0]) == 0.0  # every offset of a training scale is trained
+    assert pola.init_weight(param, train, [by_scale[0]]) == [0.0]  # every offset of a training scale is trained
     last = by_scale[-1]
     new = ~np.isin(last.keys, train.keys)
-    assert new.any() and np.isclose(pola.init_weight(param, train, last), last.weights[new].sum())
+    assert new.any() and np.isclose(pola.init_weight(param, train, [last])[0], last.weights[new].sum())
     _, _, rope_scales, _, rope_train, rope = _setup("parity_cot", "rope", train_scale=6, longest=12)
     draws = pola.random_init(rope.size, list(range(400)), 1.0)
     kept = pola.closed_form(rope, rope_train, draws, 30, 1.0) - pola.closed_form(rope, rope_train, np.zeros(rope.size), 30, 1.0)
     values = rope.table(kept)[:, rope.index(rope_scales[-1].keys)]
     sampled = (values**2 * rope_scales[-1].weights).sum(axis=1).mean()
-    assert np.isclose(pola.init_weight(rope, rope_train, rope_scales[-1], 30, 1.0), sampled, rtol=0.2)
+    assert np.isclose(pola.init_weight(rope, rope_train, [rope_scales[-1]], 30, 1.0)[0], sampled, rtol=0.2)
 
 
 def test_verdict_rule():

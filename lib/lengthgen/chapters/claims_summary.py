@@ -227,8 +227,10 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                "growing beyond the training scale (our definition of LRC, gradient descent from zero).", "08_position_only",
                ("lg_iff_lrc_tabular", "hand_verdicts"),
                (Limit("08_position_only", "lrc_blind_scales", ">", 0,
-                      "a theorem for tabular relations; for RoPE, LRC is necessary, not sufficient: at {value:.0f} test "
+                      "a theorem for tabular relations; for RoPE, LRC is not sufficient: at {value:.0f} test "
                       "scales LRC has not grown and the model still fails (gradient descent picks another interpolant)"),
+                Limit("08_position_only", "lrc_rotary_cells", ">", 0,
+                      "{value:.0f} RoPE cell(s) where the measured verdict is not LRC's"),
                 Limit("08_position_only", "not_fit_in_budget", ">", 0,
                       "{value:.0f} cell(s) that LRC calls representable were not learnable within the step budget"))),
     PaperClaim("connections-rnn", PART_I, "The account connects to the implicit bias for extrapolation in recurrent "

@@ -213,28 +213,28 @@ def parametrization(relation: str, all_cells: list[Cells], rope_dim: int = 16, r
     return Parametrization(relation, keys, features)
 
 
-def init_weight(param: Parametrization, train: Cells, c: Cells, steps: int | None = None, lr: float = 1.0) -> float:
-    """``sum_c weight_c ||R^T phi(c)||^2`` with ``R`` the part of the init that :func:`closed_form` leaves in place
-    after ``steps`` steps (``None``: in the limit): the expected squared error per unit init variance that an i.i.d.
-    init adds on the cells ``c``. For a tabular relation ``R`` is 1 on the operators training never touches and
-    ``prod_s (1 - eta_s)`` on the others; for the rotary span it also keeps the part of the init along directions
-    gradient descent has not yet filled."""
+def init_weight(param: Parametrization, train: Cells, cells_list: list[Cells], steps: int | None = None,
+                lr: float = 1.0) -> list[float]:
+    """``sum_c weight_c ||R^T phi(c)||^2`` for each set of cells, with ``R`` the part of the init that
+    :func:`closed_form` leaves in place after ``steps`` steps (``None``: in the limit): the expected squared error
+    per unit init variance that an i.i.d. init adds on those cells. For a tabular relation ``R`` is 1 on the
+    operators training never touches and ``prod_s (1 - eta_s)`` on the others; for the rotary span it also keeps
+    the part of the init along directions gradient descent has not yet filled."""
     a = param.design(train)
     used = np.flatnonzero(np.abs(a).sum(axis=0) > 0)
-    idx = param.index(c.keys)
     etas = step_sizes(steps, lr) if steps is not None else None
     if param.features is None:
         kept = np.ones(param.size)
         kept[used] = 0.0 if etas is None else float(np.prod(1 - etas))
-        return float((c.weights * kept[idx] ** 2).sum())
+        return [float((c.weights * kept[param.index(c.keys)] ** 2).sum()) for c in cells_list]
     lam, vecs = np.linalg.eigh(a.T @ a)
     keep = lam > lam[-1] * 1e-15
     if etas is None:
         left = np.where(keep, 0.0, 1.0)
     else:
         left = np.where(keep, np.prod(1 - etas[:, None] * lam[None, :] / lam[-1], axis=0), 1.0)
-    residual = (param.features[idx] @ vecs) * left[None, :]
-    return float((c.weights * (residual**2).sum(axis=1)).sum())
+    per_key = (((param.features @ vecs) * left[None, :]) ** 2).sum(axis=1)
+    return [float((c.weights * per_key[param.index(c.keys)]).sum()) for c in cells_list]
 
 
 def step_sizes(steps: int, lr: float) -> np.ndarray:
@@ -331,6 +331,8 @@ def train_sgd(param: Parametrization, insts: list[Instance], init: np.ndarray, s
     w = torch.tensor(w_full[:, moving])
     gen = generator(seed, "pola-sgd")
     flush = torch.set_flush_denormal(True)  # converged errors underflow; denormal arithmetic is 10-100x slower
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the tensors are tiny: threads only add synchronization
     try:
         for eta in step_sizes(steps, lr):
             x = torch.randn(len(insts), batch, length, generator=gen, dtype=torch.float64)
@@ -343,6 +345,7 @@ def train_sgd(param: Parametrization, insts: list[Instance], init: np.ndarray, s
             grad = grad_table if features is None else grad_table @ features
             w -= eta * 0.5 * grad * scale
     finally:
+        torch.set_num_threads(threads)
         if flush:
             torch.set_flush_denormal(False)
     w_full[:, moving] = w.numpy()
