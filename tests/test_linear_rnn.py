@@ -69,3 +69,10 @@ def test_chapter_parameters_are_checked():
     with pytest.raises(ParameterError, match="'state_dim' = 4 is out of range: must exceed the minimal"):
         connections.Parameters.from_values({**base, "state_dim": 4})
     assert connections.minimal_order_mismatches(connections.Parameters.from_values(base)) == 0
+
+
+def test_rasp_l_table_uses_the_exact_tabular_verdicts():
+    table = connections.rasp_l_table()
+    assert list(table.index) == list(connections.RASP_L_STUDY)
+    pola_column = table.columns[1]
+    assert table.loc["copy", pola_column] == "IPE" and "ROPE" not in " ".join(table[pola_column])

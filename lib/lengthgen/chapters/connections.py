@@ -16,6 +16,7 @@ from ..book.parameters import ParameterError, parameter
 from ..model import linear_rnn
 from .claims import Claim, reported
 from .common import Seeds
+from .position_only import lrc_verdicts
 
 EXTRAPOLATION_ERROR = 0.01  # relative squared error at or below which a run extrapolates
 RANK_TOLERANCE = 1e-2  # singular values above this fraction of the largest count toward the state dimension
@@ -149,3 +150,29 @@ def failing(values: pd.Series, threshold: float) -> int:
 def at_init(runs: pd.DataFrame, std: float) -> pd.DataFrame:
     """The runs at one init scale."""
     return runs[np.isclose(runs.init_std, std)]
+
+
+# What the RASP-L study (Zhou et al.) reports for the task closest to each of chapter 8's tasks (the mapping is ours).
+RASP_L_STUDY: dict[str, str] = {
+    "shift": "not studied there (a one-step relative lookup)",
+    "prefix_sum": "not studied there (their counting task emits successive integers; a running sum is not it)",
+    "reversal": "not studied there",
+    "copy": "generalizes with unique tokens, not with repeated ones",
+    "unaligned_copy": "as copy",
+    "parity_cot": "plain parity does not generalize (no short program); they report that scratchpad formats improve it a lot",
+}
+# Chapter 8's default settings, at which the position-only verdicts are recomputed (glued in the prose).
+POLA_SETTINGS: dict[str, float] = dict(train_scale=8, scale_factor=8, shift=2, prefix_max=3, rope_dim=128, rope_base=10.0)
+
+
+def rasp_l_table() -> pd.DataFrame:
+    """Per task: the RASP-L study's finding beside the tabular relations under which position-only attention
+    generalizes (LRC's verdict, exact for tabular relations), and the transformer measurement still to come."""
+    verdicts = lrc_verdicts(**POLA_SETTINGS)
+    tabular = verdicts[verdicts.relation != "rope"]  # LRC is not sufficient for the rotary span (chapter 8)
+    generalize = tabular[tabular.verdict == "generalizes"].groupby("task").relation.agg(
+        lambda r: ", ".join(x.upper() for x in r))
+    return pd.DataFrame({"RASP-L study (Zhou et al.), closest task": pd.Series(RASP_L_STUDY),
+                         "POLA: tabular relations that generalize (LRC, exact there; chapter 8)":
+                             generalize.reindex(list(RASP_L_STUDY)).fillna("none"),
+                         "transformer measurement": "pending issue 12"})
