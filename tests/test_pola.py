@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from lengthgen.book.parameters import ParameterError
@@ -144,7 +145,7 @@ def test_verdict_rule():
 
 def test_parameters_are_checked():
     base = dict(seeds=1, seed_start=0, train_scale=8, scale_factor=2, shift=2, prefix_max=1, rope_dim=8,
-                rope_base=10.0, init_stds=(0.1,), steps=10, batch=4, lr=1.0)
+                rope_base=10.0, init_stds=(0.1,), steps=10, batch=4, lr=1.0, factor_rank=17, factor_lr=0.01)
     position_only.Parameters.from_values(base)
     with pytest.raises(ParameterError, match="'train_scale' = 3 is out of range: must be >= shift \\+ 2"):
         position_only.Parameters.from_values({**base, "train_scale": 3})
@@ -152,3 +153,83 @@ def test_parameters_are_checked():
         position_only.Parameters.from_values({**base, "rope_dim": 7})
     with pytest.raises(ParameterError, match="lr"):
         position_only.Parameters.from_values({**base, "lr": 2.0})
+    with pytest.raises(ParameterError, match="'factor_rank' = 0 is out of range"):
+        position_only.Parameters.from_values({**base, "factor_rank": 0})
+    with pytest.raises(ParameterError, match="'factor_rank' = 16 is out of range: must be >= prefix_max"):
+        position_only.Parameters.from_values({**base, "factor_rank": 16})
+
+
+def test_factorized_ape_fits_the_training_cells_and_leaves_unreached_rows_at_their_init():
+    _, _, by_scale, _, train, _ = _setup("shift", "ape", train_scale=6, longest=12)
+    init = pola.factorized_init(12, 8, [0, 1], 0.1)
+    assert not np.array_equal(init.positions[0], init.positions[1])  # one draw per seed
+    trained = pola.train_factorized(init, train, steps=300, lr=0.02)
+    again = pola.train_factorized(init, train, steps=300, lr=0.02)
+    assert np.array_equal(trained.positions, again.positions) and np.array_equal(trained.form, again.form)
+    reached = pola.trained_positions(train)
+    assert reached == 6  # scales up to 6 reach positions 0 .. 5
+    assert np.array_equal(trained.positions[:, reached:], init.positions[:, reached:])
+    assert not np.allclose(trained.positions[:, :reached], init.positions[:, :reached])
+    fit = ((trained.values(train) - train.targets) ** 2 * train.weights).sum(axis=1)
+    assert fit.max() < 1e-6  # rank 8 >= 6 positions: the factorization can be any table there
+    # values() is the table read at the cells' (i, j)
+    i, j = np.divmod(by_scale[-1].keys, 1 << 20)
+    assert np.allclose(trained.values(by_scale[-1]), trained.table()[:, i, j])
+    # a scale beyond the reached positions misses the rows it never saw
+    longest = by_scale[-1]
+    error = ((trained.values(longest) - longest.targets) ** 2 * longest.weights).sum(axis=1)
+    assert error.min() > 0.3
+
+
+def test_factorized_study_fits_like_the_table_and_fails_beyond_the_reached_positions():
+    p = position_only.Parameters.from_values(dict(
+        seeds=2, seed_start=0, train_scale=4, scale_factor=2, shift=1, prefix_max=1, rope_dim=8, rope_base=10.0,
+        init_stds=(0.01, 0.1), steps=300, batch=4, lr=1.0, factor_rank=12, factor_lr=0.02))
+    rows, example = position_only.factorized_study(p, progress=False)
+    assert example.shape == (p.longest, p.longest)
+    assert len(rows) == len(rows.groupby(["task", "init_std", "seed", "scale"]))
+    lrc = pd.DataFrame([dict(task=t, relation="ape", scale=n, lrc=lrc) for t in pola.TASKS
+                        for n, lrc in _ape_lrc(t, p)])
+    verdicts = position_only.factorized_verdict_table(rows, lrc, p)
+    assert len(verdicts) == len(pola.TASKS) * 2 * 2
+    assert verdicts.cell_gap.max() <= position_only.FACTORIZED_CELL_TOLERANCE
+    assert (verdicts.measured_verdict == verdicts.lrc_verdict).all()
+    assert set(verdicts.measured_verdict) == {"fails", "not representable"}
+    assert dict(verdicts.groupby("task").reached.first()) == dict(
+        shift=4, prefix_sum=4, reversal=8, copy=8, unaligned_copy=9, parity_cot=7)
+    # an untrained model is far from the table on the training cells: the gap check can fail
+    spec = pola.TaskSpec("shift", shift=1)
+    train = pola.cells("ape", [i for n in range(2, 5) for i in pola.instances(spec, 0, n)])
+    untrained = pola.factorized_init(8, 12, [0], 0.1)
+    assert np.abs(untrained.values(train) - train.targets).max() > 0.5
+
+
+def test_factorized_adam_steps_along_the_autograd_gradient():
+    torch = pytest.importorskip("torch")
+    _, _, _, _, train, _ = _setup("copy", "ape", train_scale=3, longest=4)
+    init = pola.factorized_init(9, 7, [5], 0.3)
+    length = pola.trained_positions(train)
+    i, j = np.divmod(train.keys, 1 << 20)
+    p = torch.tensor(init.positions[:, :length]).requires_grad_()
+    a = torch.tensor(init.form).requires_grad_()
+    table = p @ a @ p.transpose(1, 2)
+    loss = ((table[:, i, j] - torch.tensor(train.targets)) ** 2 * torch.tensor(train.weights)).sum()
+    loss.backward()
+    # one plain step of Adam moves each coordinate by lr * sign(grad) (bias-corrected first step): compare signs
+    stepped = pola.train_factorized(init, train, steps=1, lr=1e-3)
+    moved_p = (stepped.positions[:, :length] - init.positions[:, :length]) / -1e-3
+    moved_a = (stepped.form - init.form) / -1e-3
+    big_p, big_a = p.grad.abs().numpy() > 1e-6, a.grad.abs().numpy() > 1e-6
+    assert np.allclose(moved_p[big_p], np.sign(p.grad.numpy()[big_p]), atol=1e-3)
+    assert np.allclose(moved_a[big_a], np.sign(a.grad.numpy()[big_a]), atol=1e-3)
+    assert np.array_equal(stepped.positions[:, length:], init.positions[:, length:])
+
+
+def _ape_lrc(task: str, p: position_only.Parameters) -> list[tuple[int, float]]:
+    spec = pola.TaskSpec(task, p.shift, p.prefix_max)
+    scales = list(range(spec.smallest_scale, p.longest + 1))
+    total = np.zeros(len(scales))
+    for head in range(pola.HEADS[task]):
+        by_scale = [pola.cells("ape", pola.instances(spec, head, n)) for n in scales]
+        total += [lrc for lrc, _ in pola.representation_curve(pola.parametrization("ape", by_scale), by_scale)]
+    return list(zip(scales, total, strict=True))

@@ -7,6 +7,7 @@ and assert.
     ``seeding``      one integer seed, separate random streams per purpose; the run's device
     ``tasks``        fixed-offset retrieval (shift) and copy, sampled at any length; the loss on them
     ``encodings``    rotary position encoding in both pairings, frequency sets, the identifiable base
+    ``position_zoo`` sinusoidal, randomized, T5 bias, ALiBi, partial rotary, FIRE; an offset-only test for any bias
     ``heads``        single position-only heads (RoPE, learned APE, the linear rotary kernel) and their runs
     ``transformer``  a small GPT-style decoder with RoPE, learned APE or no positions, and its runs
     ``config``       the one configuration base (frozen dataclass with ``with_`` and ``as_dict``)

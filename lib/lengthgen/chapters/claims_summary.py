@@ -219,7 +219,7 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
     PaperClaim("pola-structure", PART_II, "In position-only linear attention, position encodings do not expand what can be "
                "computed; they structure the learned computation across positions (in our reconstruction of POLA this "
                "holds by construction at one length: proof and sanity checks only).",
-               "08_position_only", ("ape_fits_fixed_length", "prediction_matches_rotary"),
+               "08_position_only", ("ape_fits_fixed_length", "prediction_matches_rotary", "factorized_fits_like_table"),
                (Limit("08_position_only", "fits_beyond_ape", ">", 0,
                       "at one length by construction; across lengths, relations that see the length or the alignment "
                       "fit {value:.0f} (task, relation) cells that APE's (i, j) cannot"),)),

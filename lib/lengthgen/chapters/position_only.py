@@ -61,6 +61,9 @@ class Parameters(Seeds):
     batch: int = parameter("sampled input sequences per training instance and step", 1, 4096)
     lr: float = parameter("step size, as a fraction of the inverse curvature (1: a Newton step for a tabular "
                           "relation)", 0.01, 1.0)
+    factor_rank: int = parameter("rank r of the factorized APE p_i^T A p_j (numbers per position)", 1, 256)
+    factor_lr: float = parameter("Adam's initial step size for the factorized APE (decays linearly to zero over "
+                                 "'steps' steps)", 1e-4, 0.1)
 
     def check(self) -> None:
         super().check()
@@ -69,6 +72,11 @@ class Parameters(Seeds):
                                  f"= {self.shift + 2}, so that the shift task has at least two training scales")
         if self.rope_dim % 2:
             raise ParameterError(f"parameter 'rope_dim' = {self.rope_dim} is out of range: must be even")
+        reached = self.prefix_max + 2 * self.train_scale  # the most positions a task's training scales reach
+        if self.factor_rank < reached:
+            raise ParameterError(f"parameter 'factor_rank' = {self.factor_rank} is out of range: must be >= prefix_max "
+                                 f"+ 2 * train_scale = {reached}, the positions the unaligned copy's training scales "
+                                 "reach, so that the factorized APE can represent any table on them")
 
     @property
     def longest(self) -> int:
@@ -76,6 +84,7 @@ class Parameters(Seeds):
 
 
 TOLERANCE_ABSOLUTE = 0.005  # half the solved threshold
+FACTORIZED_CELL_TOLERANCE = 0.01  # largest operator gap between the factorized APE and the full table on training cells
 TOLERANCE_RELATIVE = 0.05  # of the predicted error
 PREDICTION_TOLERANCE = f"{TOLERANCE_ABSOLUTE} + {TOLERANCE_RELATIVE} x predicted"
 _TOLERANCE_REASON = ("The prediction is made from the training scales alone (gradient descent's iterate on the expected "
@@ -118,6 +127,21 @@ CLAIMS = (
           "Bookkeeping rather than evidence: untouched operators cannot move, and the two init scales sit well on "
           "either side of the threshold for the cells where the rule has content (RPE and mirror cells that "
           "generalize from zero).", role="sanity"),
+    Claim("factorized_fits_like_table", "largest |p_i^T A p_j - full table's least-squares value| over the training "
+          "cells of every factorized-APE model (task, init std, seed)", "<=", FACTORIZED_CELL_TOLERANCE,
+          "Sanity check: with rank at least the number of positions the training scales reach (enforced by the "
+          "parameter check), p^T A p restricted to those positions can be any table, so the least-squares fit is the "
+          "full table's, whose value on each cell is unique (the weighted mean of its targets, computed in closed "
+          "form, not from the factorized model). What could fail is Adam on a non-convex loss from a random init "
+          "stopping short (a saddle: zero is stationary; a small init starts near it) or off the optimum. Tolerance: "
+          f"{FACTORIZED_CELL_TOLERANCE}, one hundredth of a unit target.", role="sanity"),
+    Claim("factorized_verdicts", "factorized-APE models (task, init std, seed) whose measured verdict differs from "
+          "the full table's (APE's LRC verdict; the random-init rule gives the same for APE)", "==", 0,
+          "Proof check: the row p_i of a position no training instance reaches gets no gradient and keeps its init, "
+          "so each cell of such a row is p_i^T A p_j with p_i random, however A and the other rows were trained; "
+          "every task's target needs such cells, so the model fails beyond T once it fits the training scales, and "
+          "cannot fit them where the full table cannot. It fails only if the fit does (factorized_fits_like_table) "
+          "or if an unreached row moves.", role="proof"),
     reported("lrc_blind_scales", "test scales (task, relation, n) where LRC(n) = LRC(T) < inf but the zero-init model "
              "misses: LRC is not sufficient (possible only off the tabular relations)"),
     reported("lrc_rotary_cells", "RoPE (task) cells at zero init whose measured verdict differs from the LRC verdict"),
@@ -138,6 +162,9 @@ class PolaStudy:
     fixed_length: pd.DataFrame  # task, relation, error (trained and tested at T only)
     kernels: pd.DataFrame  # shift task, rpe and rope: init, seed, offset, trained, value (SGD), predicted
     verdicts: pd.DataFrame  # task, relation, init, init_std, seed, lrc_verdict, rule_verdict, measured_verdict, ...
+    factorized: pd.DataFrame  # factorized APE: task, init_std, seed, scale, measured, table_fit, cell_gap, reached
+    factorized_verdicts: pd.DataFrame  # task, init_std, seed, lrc_verdict, measured_verdict, cell_gap, ...
+    factorized_table: np.ndarray  # shift task, first model of the largest init std: theta_ij up to the longest scale
 
 
 def _verdict(in_range: float, beyond: float) -> str:
@@ -221,7 +248,71 @@ def pola_study(p: Parameters, progress: bool = True) -> PolaStudy:
                                             offset=int(key), trained=int(key) in trained_keys, value=tables[0][m, i],
                                             predicted=tables[1][m, i]))
     errors, lrc = pd.DataFrame(error_rows), pd.DataFrame(lrc_rows)
-    return PolaStudy(errors, lrc, pd.DataFrame(fixed_rows), pd.DataFrame(kernel_rows), verdict_table(errors, lrc, p))
+    factorized, example = factorized_study(p, progress)
+    return PolaStudy(errors, lrc, pd.DataFrame(fixed_rows), pd.DataFrame(kernel_rows), verdict_table(errors, lrc, p),
+                     factorized, factorized_verdict_table(factorized, lrc, p), example)
+
+
+def _factorized_head(p: Parameters, spec: pola.TaskSpec, head: int) -> dict:
+    """One head of one task under the factorized APE, for every (init std, seed): the trained model's error and the
+    full table's least-squares error at every scale, and the largest operator gap to the table on the training cells."""
+    scales = list(range(spec.smallest_scale, p.longest + 1))
+    insts = {n: pola.instances(spec, head, n) for n in scales}
+    by_scale = {n: pola.cells("ape", insts[n]) for n in scales}
+    train = pola.cells("ape", [i for n in scales if n <= p.train_scale for i in insts[n]])
+    table = pola.parametrization("ape", list(by_scale.values()))
+    table_fit = pola.closed_form(table, train, np.zeros(table.size))  # the full table's fit
+    length = max(i.length for n in scales for i in insts[n])
+    stream = f"{spec.name}-head{head}"
+    inits = [pola.factorized_init(length, p.factor_rank, list(p.seed_list), std, stream) for std in p.init_stds]
+    init = pola.FactorizedTable(*(np.concatenate(a) for a in zip(*((i.positions, i.form) for i in inits), strict=True)))
+    trained = pola.train_factorized(init, train, p.steps, p.factor_lr)
+    gap = np.abs(trained.values(train) - table_fit[table.index(train.keys)][None, :]).max(axis=1)
+    errors = {n: (((trained.values(c) - c.targets) ** 2 * c.weights).sum(axis=1),
+                  pola.squared_error(table, table_fit, c)[0][0], float((c.targets**2 * c.weights).sum()))
+              for n, c in by_scale.items()}
+    return dict(errors=errors, trained=trained, gap=gap, reached=pola.trained_positions(train))
+
+
+def factorized_study(p: Parameters, progress: bool = True) -> tuple[pd.DataFrame, np.ndarray]:
+    """Train the factorized APE ``p_i^T A p_j`` on every task from ``p.seeds`` random inits per init scale (the same
+    draws at each scale, rescaled), and measure its error at every scale beside the full table's least-squares fit.
+
+    Returns one row per (task, init std, seed, scale) and the learned table of the shift task (first seed of the
+    largest init scale), for the chapter's figure."""
+    models = [(std, seed) for std in p.init_stds for seed in p.seed_list]
+    rows, example = [], np.zeros((0, 0))
+    for task in tqdm(list(pola.TASKS), desc="factorized APE", disable=not progress):
+        spec = pola.TaskSpec(task, p.shift, p.prefix_max)
+        heads = [_factorized_head(p, spec, h) for h in range(pola.HEADS[task])]
+        if task == "shift":
+            example = heads[0]["trained"].table()[models.index((max(p.init_stds), p.seed_start))]
+        gap = np.max([h["gap"] for h in heads], axis=0)
+        reached = max(h["reached"] for h in heads)
+        for n in heads[0]["errors"]:
+            energy = sum(h["errors"][n][2] for h in heads)
+            measured, table_fit = (sum(h["errors"][n][k] for h in heads) / energy for k in range(2))
+            for m, (std, seed) in enumerate(models):
+                rows.append(dict(task=task, relation=pola.FACTORIZED, init="random", init_std=std, seed=seed, scale=n,
+                                 measured=measured[m], table_fit=table_fit, cell_gap=gap[m], reached=reached))
+    return pd.DataFrame(rows), example
+
+
+def factorized_verdict_table(factorized: pd.DataFrame, lrc: pd.DataFrame, p: Parameters) -> pd.DataFrame:
+    """Per (task, init std, seed) of the factorized APE: APE's LRC verdict (same relation, (i, j)), the measured
+    verdict, the operator gap to the full table on the training cells, and the largest errors of the model and of the
+    table's least-squares fit over the training scales and beyond."""
+    ape = lrc[lrc.relation == "ape"].set_index(["task", "scale"]).lrc
+    rows = []
+    for (task, std, seed), g in factorized.groupby(["task", "init_std", "seed"], sort=False):
+        inside, beyond = g[g.scale <= p.train_scale], g[g.scale > p.train_scale]
+        rows.append(dict(task=task, init_std=std, seed=seed,
+                         lrc_verdict=lrc_verdict(ape[(task, p.train_scale)], ape[(task, p.longest)]),
+                         measured_verdict=_verdict(inside.measured.max(), beyond.measured.max()),
+                         cell_gap=g.cell_gap.iloc[0], reached=g.reached.iloc[0], train_error=inside.measured.max(),
+                         table_train_error=inside.table_fit.max(), test_error=beyond.measured.max()))
+    return pd.DataFrame(rows)
+
 
 
 def verdict_table(errors: pd.DataFrame, lrc: pd.DataFrame, p: Parameters) -> pd.DataFrame:

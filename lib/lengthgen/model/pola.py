@@ -389,3 +389,80 @@ def representation_curve(param: Parametrization, cells_by_scale: list[Cells], to
         lrc = float(np.linalg.matrix_rank(param.features[nonzero], tol=1e-8)) if nonzero.any() else 0.0
         curve.append((lrc if consistent else np.inf, operators))
     return curve
+
+
+# The factorized form of APE: ``theta_ij = p_i^T A p_j`` with a learned position table ``p`` (one row of ``rank``
+# numbers per position) and a learned bilinear form ``A`` -- what a transformer's learned position embeddings give
+# a position-only head (``A = W_q^T W_k``). Its relation is APE's ``(i, j)``; only the parametrization differs, and it
+# is not linear, so there is no closed form and no zero init (zero is a stationary point).
+FACTORIZED = "ape_factorized"
+
+
+@dataclass(frozen=True)
+class FactorizedTable:
+    """``S`` models ``theta_ij = p_i^T A p_j``: position tables ``(S, L, rank)`` and bilinear forms ``(S, rank, rank)``."""
+
+    positions: np.ndarray
+    form: np.ndarray
+
+    def table(self) -> np.ndarray:
+        """``(S, L, L)``: the operator of every cell ``(i, j)`` with ``i, j < L``."""
+        return self.positions @ self.form @ self.positions.transpose(0, 2, 1)
+
+    def values(self, c: Cells) -> np.ndarray:
+        """``(S, cells)``: the operator of each of the cells (APE keys)."""
+        i, j = np.divmod(c.keys, _CELL)
+        return self.table()[:, i, j]
+
+
+def factorized_init(length: int, rank: int, seeds: list[int], std: float, stream: str = "") -> FactorizedTable:
+    """Normal init of standard deviation ``std`` for positions ``0 .. length-1``, one model per seed; ``stream``
+    separates the draws of different tasks or heads that share a seed."""
+    def draw(seed: int, shape: tuple[int, ...], name: str) -> np.ndarray:
+        return torch.randn(shape, generator=generator(seed, f"pola-{name}-{stream}"), dtype=torch.float64).numpy() * std
+
+    return FactorizedTable(np.stack([draw(s, (length, rank), "positions") for s in seeds]),
+                           np.stack([draw(s, (rank, rank), "form") for s in seeds]))
+
+
+def trained_positions(train: Cells) -> int:
+    """The positions training reaches: ``0 .. L-1`` with ``L`` one past the largest position of any training cell
+    (each causal row ``i`` involves every ``j <= i``, so no position below ``L`` is skipped)."""
+    return int(np.divmod(train.keys, _CELL)[0].max()) + 1
+
+
+def train_factorized(init: FactorizedTable, train: Cells, steps: int, lr: float) -> FactorizedTable:
+    """Adam with ``lr`` decaying linearly to zero over ``steps`` steps on the *expected* training loss
+    ``sum_c weight_c (p_i^T A p_j - target_c)^2`` (exact for Gaussian inputs, as in :func:`train_sgd`).
+
+    The gradient is written out: with ``E`` the table of ``2 weight (theta - target)`` over the training cells,
+    ``dL/dP = E P A^T + E^T P A`` and ``dL/dA = P^T E P``. Only the rows of the positions training reaches move: no
+    gradient reaches any other row, which keeps its init exactly (what the chapter's account of unseen positions
+    rests on; computing them would change nothing but the time)."""
+    length = trained_positions(train)
+    i, j = np.divmod(train.keys, _CELL)
+    flat = torch.tensor(i * length + j)
+    weights, targets = torch.tensor(train.weights), torch.tensor(train.targets)
+    positions = torch.tensor(init.positions[:, :length]).requires_grad_()
+    form = torch.tensor(init.form).requires_grad_()
+    optimizer = torch.optim.Adam([positions, form], lr=lr)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1 - s / steps)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: threads only add synchronization
+    try:
+        with torch.no_grad():
+            for _ in range(steps):
+                p, a = positions, form
+                table = (p @ a @ p.transpose(1, 2)).reshape(len(p), -1)
+                residual = torch.zeros_like(table)
+                residual.index_add_(1, flat, 2 * weights * (table[:, flat] - targets))  # cells may repeat
+                e = residual.reshape(len(p), length, length)
+                positions.grad = e @ p @ a.transpose(1, 2) + e.transpose(1, 2) @ p @ a
+                form.grad = p.transpose(1, 2) @ e @ p
+                optimizer.step()
+                schedule.step()
+    finally:
+        torch.set_num_threads(threads)
+    rows = init.positions.copy()
+    rows[:, :length] = positions.detach().numpy()
+    return FactorizedTable(rows, form.detach().numpy())
