@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from lengthgen.chapters.equivariance import toeplitz_deviation
 from lengthgen.model import position_zoo as zoo
 from lengthgen.model.encodings import rope_frequencies, rotate
 
@@ -62,7 +63,7 @@ def test_t5_bias_is_a_function_of_the_offset():
     positions = torch.arange(40)
     values = bias(positions, positions)
     assert values.shape == (3, 40, 40)
-    assert zoo.offset_only_deviation(values) == 0.0
+    assert offset_only_deviation(values) == 0.0
     assert values[1, 39, 0] == bias.table[zoo.t5_bucket(torch.tensor(-39)), 1]
 
 
@@ -74,7 +75,7 @@ def test_alibi_slopes():
     assert twelve[8:] == pytest.approx([0.7071, 0.3536, 0.1768, 0.0884], abs=1e-4)  # not monotone overall
     bias = zoo.alibi_bias(torch.arange(6), torch.arange(6), zoo.alibi_slopes(2))
     assert bias[0, 5, 1] == pytest.approx(-2 ** -4 * 4)
-    assert zoo.offset_only_deviation(bias) == 0.0
+    assert offset_only_deviation(bias) == 0.0
     with pytest.raises(ValueError):
         zoo.alibi_slopes(0)
 
@@ -90,7 +91,7 @@ def test_partial_rotary_rotates_a_quarter_and_passes_the_rest_through():
     # the logit between rotated parts depends on the offset only; the pass-through part not at all on position
     q, k = x[0].expand(7, 16), x[1].expand(7, 16)
     logits = zoo.partial_rotary(q, positions, 0.25) @ zoo.partial_rotary(k, positions, 0.25).T
-    assert zoo.offset_only_deviation(logits) < 1e-12
+    assert offset_only_deviation(logits) < 1e-12
     with pytest.raises(ValueError, match="even"):
         zoo.partial_rotary(x, positions, 0.1)
 
@@ -105,8 +106,8 @@ def test_fire_normalizer_and_where_it_stops_being_relative():
     assert (z.diagonal() == 0).all() and z[15, :16].max() <= 1
     bias = fire(positions, positions)
     assert bias.shape == (2, 20, 20)
-    assert zoo.offset_only_deviation(bias[:, :9, :9]) < 1e-12  # relative while i <= L
-    assert zoo.offset_only_deviation(bias) > 1e-6  # not beyond
+    assert offset_only_deviation(bias[:, :9, :9]) < 1e-12  # relative while i <= L
+    assert offset_only_deviation(bias) > 1e-6  # not beyond
     bias.sum().backward()
     assert fire.log_c.grad is not None and fire.threshold.grad is not None  # c and L are learned
 
@@ -114,5 +115,19 @@ def test_fire_normalizer_and_where_it_stops_being_relative():
 def test_offset_only_deviation_sees_an_absolute_term():
     sinusoid = zoo.sinusoidal_table(torch.arange(12), 8)
     logits = (sinusoid + 1.0) @ (sinusoid + 1.0).T  # a content vector added to the position: not relative
-    assert zoo.offset_only_deviation(logits) > 0.1
-    assert zoo.offset_only_deviation(sinusoid @ sinusoid.T) < 1e-12  # pure sinusoid dot products are relative
+    assert offset_only_deviation(logits) > 0.1
+    assert offset_only_deviation(sinusoid @ sinusoid.T) < 1e-12  # pure sinusoid dot products are relative
+
+
+def offset_only_deviation(bias: torch.Tensor) -> float:
+    """Chapter 1's Toeplitz test on every head of ``(heads, N, N)`` biases (or one ``(N, N)`` matrix)."""
+    bias = bias.detach().double()
+    return max(toeplitz_deviation(b) for b in (bias if bias.dim() == 3 else bias[None]))
+
+
+def test_partial_rotary_frequencies():
+    freqs = zoo.partial_rotary_frequencies(64, 0.25, 10_000.0)
+    assert freqs.shape == (32,)
+    assert torch.allclose(freqs[:8], 10_000.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16))
+    assert (freqs[8:] == 0).all()  # 24 pass-through planes never turn
+    assert torch.allclose(zoo.partial_rotary_frequencies(64, 1.0), rope_frequencies(64))

@@ -7,7 +7,8 @@ and assert.
     ``seeding``      one integer seed, separate random streams per purpose; the run's device
     ``tasks``        fixed-offset retrieval (shift) and copy, sampled at any length; the loss on them
     ``encodings``    rotary position encoding in both pairings, frequency sets, the identifiable base
-    ``position_zoo`` sinusoidal, randomized, T5 bias, ALiBi, partial rotary, FIRE; an offset-only test for any bias
+    ``position_zoo`` sinusoidal, randomized, T5 bias, ALiBi, partial rotary and FIRE, from their formulas
+    ``zoo_heads``    a single position-only head for every encoding of the zoo, and its runs
     ``heads``        single position-only heads (RoPE, learned APE, the linear rotary kernel) and their runs
     ``transformer``  a small GPT-style decoder with RoPE, learned APE or no positions, and its runs
     ``config``       the one configuration base (frozen dataclass with ``with_`` and ``as_dict``)
@@ -20,7 +21,7 @@ and assert.
 ``lengthgen.chapters`` - one analysis module per chapter, named like its notebook:
     ``equivariance`` (01), ``absolute_pinning`` (02), ``carrier`` (03), ``dilution_law`` (04),
     ``linear_control`` (05), ``transfer`` (06), ``robustness`` (07), ``position_only`` (08),
-    ``connections`` (09), ``claims_summary`` (99);
+    ``connections`` (09), ``zoo`` (10), ``claims_summary`` (99);
     each declares the chapter's ``Parameters``. Besides them:
     ``claims``       the claims data: every claim check with its threshold, reason and revisions
     ``common``       parameter groups and run configurations several chapters share

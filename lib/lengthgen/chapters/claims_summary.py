@@ -233,6 +233,12 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                       "{value:.0f} RoPE cell(s) where the measured verdict is not LRC's"),
                 Limit("08_position_only", "not_fit_in_budget", ">", 0,
                       "{value:.0f} cell(s) that LRC calls representable were not learnable within the step budget"))),
+    PaperClaim("zoo-mechanism", PART_I, "The mechanism (offset equivariance, untrained positions and offsets, the carrier, "
+               "dilution) predicts which common position encodings generalize: verdicts registered before any run, on one "
+               "position-only head.", "10_zoo", ("relative_by_construction", "absolute_seen", "revised_verdicts"),
+               (Limit("10_zoo", "registered_verdicts", ">", 0,
+                      "{value:.0f} runs disagree with the verdicts registered before any run (T5 fails by dilution, "
+                      "partial RoPE generalizes); the verdicts asserted were revised after a first run on other seeds"),)),
     PaperClaim("connections-rnn", PART_I, "The account connects to the implicit bias for extrapolation in recurrent "
                "models: from a small init, gradient descent on an overparameterized linear RNN selects the minimal state "
                "space, which extrapolates, and a large init does not.", "09_connections",

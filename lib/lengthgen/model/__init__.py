@@ -7,6 +7,7 @@ Nothing in this package knows about chapters, notebooks or the book: it imports 
 - ``tasks``: fixed-offset retrieval (``shift``) and ``copy``, sampled at any length.
 - ``encodings``: rotary position encoding (both pairings), frequency sets, rotation.
 - ``position_zoo``: the other common encodings from their formulas (sinusoidal, randomized, T5, ALiBi, partial rotary, FIRE).
+- ``zoo_heads``: a single position-only head for every encoding of the zoo (chapter 10) and its run configuration.
 - ``heads``: single position-only attention heads (RoPE, learned APE, linear rotary kernel) and their run configurations.
 - ``transformer``: a small GPT-style decoder with RoPE, learned APE or no positions, and its run configuration.
 - ``config``: the one configuration base.

@@ -15,8 +15,6 @@
 * :class:`FireBias`: FIRE (Li et al. 2023), ``b(i, j) = MLP(psi(i - j) / psi(max(i, L)))``,
   ``psi(x) = log(c x + 1)`` with learned ``c > 0`` and ``L > 0``: *not* a function of ``i - j`` alone once
   ``i > L``;
-* :func:`offset_only_deviation`: how far a bias matrix is from being a function of the offset alone (the chapter-1
-  equivariance test, generalized to any encoding).
 
 Biases are ``(heads, queries, keys)`` tensors added to the attention logits; positions count from 0. Every
 function creates its tensors on the device of its inputs (or the given device).
@@ -122,14 +120,28 @@ def alibi_bias(queries: torch.Tensor, keys: torch.Tensor, slopes: list[float]) -
     return -slope[:, None, None] * offsets(queries, keys).to(torch.float64)[None]
 
 
+def partial_rotary_dims(head_dim: int, rotary_pct: float) -> int:
+    """``int(rotary_pct * head_dim)``, the coordinates GPT-NeoX rotates; it must be even and at least 2."""
+    rotary_dims = int(head_dim * rotary_pct)
+    if rotary_dims % 2 or rotary_dims < 2:
+        raise ValueError(f"rotary_pct * head_dim must be an even number >= 2, got {rotary_dims}")
+    return rotary_dims
+
+
+def partial_rotary_frequencies(head_dim: int, rotary_pct: float, base: float = 10_000.0) -> torch.Tensor:
+    """Per-plane frequencies of a partial-rotary head, ``head_dim / 2`` of them (float64): ``base^(-2m / rotary_dims)``
+    for the ``rotary_dims / 2`` rotated planes, then zero (a plane that never turns) for every pass-through plane."""
+    rotary_dims = partial_rotary_dims(head_dim, rotary_pct)
+    rotated = base ** (-torch.arange(0, rotary_dims, 2, dtype=torch.float64) / rotary_dims)
+    return torch.cat([rotated, torch.zeros(head_dim // 2 - rotary_dims // 2, dtype=torch.float64)])
+
+
 def partial_rotary(x: torch.Tensor, positions: torch.Tensor, rotary_pct: float, base: float = 10_000.0,
                    ) -> torch.Tensor:
     """Rotate the first ``int(rotary_pct * head_dim)`` coordinates of ``x`` (``(..., len(positions), head_dim)``)
     with GPT-NeoX's pairing and frequencies ``base^(-2m / rotary_dims)``; the other coordinates pass through."""
-    rotary_dims = int(x.shape[-1] * rotary_pct)
-    if rotary_dims % 2 or rotary_dims < 2:
-        raise ValueError(f"rotary_pct * head_dim must be an even number >= 2, got {rotary_dims}")
-    freqs = base ** (-torch.arange(0, rotary_dims, 2, dtype=torch.float64, device=x.device) / rotary_dims)
+    rotary_dims = partial_rotary_dims(x.shape[-1], rotary_pct)
+    freqs = partial_rotary_frequencies(x.shape[-1], rotary_pct, base)[: rotary_dims // 2].to(x.device)
     rotated = rotate(x[..., :rotary_dims], positions, freqs, "half")
     return torch.cat([rotated, x[..., rotary_dims:]], dim=-1)
 
@@ -148,6 +160,14 @@ class FireBias(nn.Module):
         self.log_c = nn.Parameter(torch.tensor(math.log(c_init)))
         self.threshold = nn.Parameter(torch.tensor(float(threshold_init)))
 
+    @torch.no_grad()
+    def reset_parameters(self, gen: torch.Generator) -> None:
+        """Redraw the MLP from ``gen`` (PyTorch's default bounds ``1/sqrt(fan_in)``, uniform), so that a seed fixes it."""
+        for layer in (self.mlp[0], self.mlp[2]):
+            bound = 1 / math.sqrt(layer.in_features)
+            for p in (layer.weight, layer.bias):
+                p.copy_((torch.rand(p.shape, generator=gen, dtype=p.dtype) * 2 - 1) * bound)
+
     def psi(self, x: torch.Tensor) -> torch.Tensor:
         return torch.log1p(torch.exp(self.log_c) * x)
 
@@ -161,12 +181,3 @@ class FireBias(nn.Module):
     def forward(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """``(heads, len(queries), len(keys))`` bias."""
         return self.mlp(self.normalized_offset(queries, keys)[..., None]).permute(2, 0, 1)
-
-
-def offset_only_deviation(bias: torch.Tensor) -> float:
-    """Largest ``|b(i+1, j+1) - b(i, j)|`` over the causal cells of ``(..., N, N)`` biases: zero exactly when every
-    causal bias is a function of ``i - j`` alone."""
-    bias = bias.detach()
-    step = (bias[..., 1:, 1:] - bias[..., :-1, :-1]).abs()
-    causal = torch.tril(torch.ones(step.shape[-2:], dtype=torch.bool, device=bias.device))
-    return float(step[..., causal].max()) if step.numel() else 0.0

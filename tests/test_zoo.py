@@ -1,0 +1,98 @@
+"""The zoo's single heads: every encoding builds, trains in the one loop and is scored; the chapter's verdict rules."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from lengthgen.book.parameters import ParameterError
+from lengthgen.chapters import zoo
+from lengthgen.chapters.equivariance import toeplitz_deviation
+from lengthgen.model.evaluation import length_sweep
+from lengthgen.model.training import train_together
+from lengthgen.model.zoo_heads import ZOO, RandomizedRopeHead, ZooRunConfig
+
+
+def _config(encoding: str, **overrides) -> ZooRunConfig:
+    base = dict(encoding=encoding, dim=16, vocab=8, train_length=12, offset=2, steps=3, batch=4, max_length=48,
+                random_span=96)
+    return ZooRunConfig(**{**base, **overrides})
+
+
+@pytest.mark.parametrize("encoding", list(ZOO))
+def test_every_encoding_trains_stacked_and_is_scored(encoding):
+    runs = train_together([_config(encoding, seed=s) for s in (0, 1)])
+    for run in runs:
+        assert len(run.losses) == 3 and all(torch.isfinite(torch.tensor(run.losses)))
+        table = length_sweep(run.model, run.config, [12, 48], batch=4)
+        assert set(table.metric) >= {"in_range", "out_of_range"}
+    again = train_together([_config(encoding, seed=0)])[0]  # alone: the same init and the same losses as stacked
+    for name, p in again.initial_state.items():
+        assert torch.equal(p, runs[0].initial_state[name]), name
+    # losses agree to rounding (Adam's first steps can amplify rounding in near-zero gradients, so not the parameters)
+    assert torch.allclose(torch.tensor(again.losses), torch.tensor(runs[0].losses), rtol=1e-4)
+
+
+@pytest.mark.parametrize("encoding", ["nope", "alibi", "t5", "rope", "partial_rope"])
+def test_relative_encodings_are_functions_of_the_offset(encoding):
+    head = _config(encoding).build_model()
+    assert zoo.relative_deviation(head, 48) < 1e-12
+
+
+@pytest.mark.parametrize("encoding", ["ape", "sinusoidal", "randomized"])
+def test_the_offset_test_sees_the_others(encoding):
+    head = _config(encoding).build_model()
+    assert zoo.relative_deviation(head, 48) > 1e-3
+
+
+def test_fire_is_relative_up_to_its_threshold_only():
+    head = _config("fire").build_model()  # threshold starts at the training length, 12
+    logits = zoo.logit_matrix(head, 48)
+    assert toeplitz_deviation(logits[:12, :12]) < 1e-6  # float32 parameters
+    assert toeplitz_deviation(logits) > 1e-3
+
+
+def test_randomized_positions_are_sorted_in_span_fixed_per_length_and_fresh_per_step():
+    cfg = _config("randomized")
+    head = cfg.build_model()
+    assert isinstance(head, RandomizedRopeHead)
+    positions = head.evaluation_positions(40)
+    assert torch.equal(positions, head.evaluation_positions(40))
+    assert (positions[1:] > positions[:-1]).all() and positions.max() < 96
+    gen = torch.Generator().manual_seed(0)
+    (_, start_a), _ = cfg.sample_batch(gen)
+    (_, start_b), _ = cfg.sample_batch(gen)
+    drawn = start_a + torch.arange(12)
+    assert (drawn[1:] > drawn[:-1]).all() and not torch.equal(start_a, start_b)
+    with pytest.raises(ValueError, match="random_span"):
+        _config("randomized", random_span=8).sample_batch(gen)
+
+
+def test_verdict_rules_and_tables():
+    assert zoo.measured_verdict(0.98, 1.0) == "not learned"
+    assert zoo.measured_verdict(1.0, zoo.GENERALIZES_FLOOR) == "generalizes"
+    assert zoo.measured_verdict(1.0, 0.5) == "fails"
+    rows = []
+    for encoding, beyond in (("t5", 0.2), ("partial_rope", 0.99), ("nope", 0.01)):
+        rows += [dict(encoding=encoding, offset=5, seed=0, length=32, metric="in_range",
+                      accuracy=1.0 if encoding != "nope" else 0.1),
+                 dict(encoding=encoding, offset=5, seed=0, length=64, metric="out_of_range", accuracy=beyond)]
+    verdicts = zoo.verdict_table(pd.DataFrame(rows), 32)
+    assert list(verdicts.measured) == ["fails", "generalizes", "not learned"]
+    assert list(verdicts.agrees) == [False, False, True]  # the a-priori verdicts for t5 and partial RoPE were wrong
+    assert verdicts.agrees_revised.all()
+    table = zoo.agreement_table(verdicts)
+    assert list(table.agree_revised) == [1, 1, 1]
+
+
+def test_parameters_are_checked():
+    base = dict(seeds=1, seed_start=0, dim=64, vocab=64, train_length=32, offsets=[5], steps=10, batch=4, lr=0.01,
+                length_factor=2, eval_batch=4, encodings=["rope"], rope_base=10000.0, rotary_fraction=0.25,
+                alibi_slope=0.5, random_span_factor=2, workers=1, device="cpu")
+    zoo.Parameters.from_values(base)
+    with pytest.raises(ParameterError, match="'rotary_fraction' = 0.01 is out of range"):
+        zoo.Parameters.from_values({**base, "rotary_fraction": 0.01})
+    with pytest.raises(ParameterError, match="encodings"):
+        zoo.Parameters.from_values({**base, "encodings": ["xpos"]})
+    assert set(zoo.PREDICTED_VERDICTS) == set(ZOO) == set(zoo.REVISED_VERDICTS)
