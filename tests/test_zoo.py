@@ -83,7 +83,30 @@ def test_verdict_rules_and_tables():
     assert list(verdicts.agrees) == [False, False, True]  # the a-priori verdicts for t5 and partial RoPE were wrong
     assert verdicts.agrees_revised.all()
     table = zoo.agreement_table(verdicts)
-    assert list(table.agree_revised) == [1, 1, 1]
+    assert list(table.agree_revised) == [1, 1, 1] and list(table.learned) == [1, 1, 0]
+    deviation = pd.DataFrame([dict(encoding="t5", trained=True, t5_margin=0.5)])
+    checks = zoo.revised_checks(verdicts, deviation, [500])
+    assert checks == dict(fresh_seeds=0, generalizes_as_revised=0, fails_when_learned=0, learned_majority=0,
+                          not_learnable=0, t5_far_outweigh=0)
+    # the checks can fail: a T5 run that learned and generalized, a broken partial RoPE, a learning NoPE, reused seeds
+    broken = verdicts.assign(measured=["generalizes", "not learned", "fails"], learned=[True, False, True])
+    checks = zoo.revised_checks(broken, deviation.assign(t5_margin=-0.1), [300, 501])
+    assert checks == dict(fresh_seeds=1, generalizes_as_revised=1, fails_when_learned=1, learned_majority=1,
+                          not_learnable=1, t5_far_outweigh=1)
+
+
+def test_t5_head_reads_the_bucket_of_the_causal_distance():
+    head = _config("t5").build_model()
+    query = torch.tensor([40])
+    for distance in (0, 3, 15, 16, 100):
+        logit = head.position_logits(query, query - distance)[0, 0]
+        assert logit == head.bucket_logit[zoo.t5_bucket(torch.tensor(-distance))]
+    assert head.position_logits(query, query - 7)[0, 0] == head.bucket_logit[7]  # exact buckets below 16
+    margin = zoo.t5_far_margin(head, 12, 2, 48)
+    with torch.no_grad():
+        head.bucket_logit.zero_()
+        head.bucket_logit[12:] = 1.0  # distances 0-11 reach buckets 0-11; 12-47 only buckets 12-24
+    assert zoo.t5_far_margin(head, 12, 2, 48) == 1.0 and margin == margin
 
 
 def test_parameters_are_checked():
