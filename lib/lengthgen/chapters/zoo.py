@@ -212,8 +212,8 @@ def measure_run(run: TrainedRun, job: tuple[list[int], int]) -> tuple[pd.DataFra
         deviation[0].update(t5_margin=t5_far_margin(head, cfg.train_length, cfg.offset, lengths[-1]))
     fire = {}
     if isinstance(head, FireHead):
-        fire = dict(offset=cfg.offset, seed=cfg.seed, c=float(head.fire.log_c.exp()),
-                    threshold=float(head.fire.threshold.abs()) / cfg.train_length)
+        fire = dict(offset=cfg.offset, seed=cfg.seed, c=float(head.fire.log_c.detach().exp()),
+                    threshold=float(head.fire.threshold.detach().abs()) / cfg.train_length)
     return sweep, deviation, fire
 
 
