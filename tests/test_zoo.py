@@ -119,3 +119,25 @@ def test_parameters_are_checked():
     with pytest.raises(ParameterError, match="encodings"):
         zoo.Parameters.from_values({**base, "encodings": ["xpos"]})
     assert set(zoo.PREDICTED_VERDICTS) == set(ZOO) == set(zoo.REVISED_VERDICTS)
+
+
+def test_attention_diagnostics():
+    nope = _config("nope").build_model()  # uniform attention
+    d = zoo.attention_diagnostics(nope, 12, 2, 48)
+    assert abs(d["target_mass"] - 1 / 48) < 1e-6 and abs(d["far_mass"] - 36 / 48) < 1e-6
+    alibi = _config("alibi").build_model()  # the most recent key wins: neither the target nor a pinned key
+    d = zoo.attention_diagnostics(alibi, 12, 2, 48)
+    assert d["argmax_pinned"] == 0.0 and d["argmax_target"] == 0.0
+    rope = _config("rope").build_model()
+    with torch.no_grad():  # a kernel peaked at offset 2: every query's argmax is its target
+        rope.q.copy_(torch.ones(16) * 3)
+        rope.k.copy_(zoo_rotated_key(rope, 2))
+    d = zoo.attention_diagnostics(rope, 12, 2, 48)
+    assert d["argmax_target"] == 1.0 and d["argmax_pinned"] == 0.0
+
+
+def zoo_rotated_key(head, offset: int) -> torch.Tensor:
+    """The key that makes ``<R_t q, R_s k>`` largest at ``t - s = offset``: ``R_offset q``."""
+    from lengthgen.model.encodings import rotate
+
+    return rotate(head.q.detach(), torch.tensor([offset]), head.freqs)[0]

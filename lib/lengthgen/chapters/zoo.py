@@ -37,6 +37,7 @@ VERDICTS = ("not learned", "generalizes", "fails")
 RELATIVE = ("nope", "alibi", "t5", "rope", "partial_rope")  # logits a function of i - j by construction
 ABSOLUTE = ("ape", "sinusoidal")  # logits of the positions themselves
 ABSOLUTE_FLOOR = 1e-3  # smallest relative Toeplitz deviation the test must see in a trained absolute head
+FIRE_DRIFT_TOLERANCE = 1.0  # |log2| of the measured over the predicted offset (+1) of FIRE's most-attended key
 
 # The verdicts registered before any zoo run, with the mechanism behind each (defaults: T = 32, k = 5, d = 64, to 16T).
 PREDICTED_VERDICTS: dict[str, tuple[str, str]] = {
@@ -157,6 +158,19 @@ CLAIMS = (
           "comparison); asserted on seeds 500+."),
     reported("t5_far_mass", "attention of the last query at the longest length on offsets of at least T (distances no "
              "training sequence has), T5 heads (mean over runs)"),
+    reported("t5_argmax_target", "share of T5 out-of-range queries at the longest length whose most-attended key is "
+             "the target (mean over runs): near 1 means the failure is dilution, not a far offset out-scoring the "
+             "target"),
+    Claim("fire_drift", "largest over FIRE runs of the median |log2((d + 1) / (d* + 1))| over out-of-range queries at "
+          "the longest length: d the offset of the most-attended key, d* the offset predicted from the learned c and L",
+          "<=", FIRE_DRIFT_TOLERANCE,
+          "Evidence for the registered FIRE mechanism, a prediction from quantities learned at the training length "
+          "confirmed where the head was never trained: beyond L the target's normalized input psi(k)/psi(q) shrinks, "
+          "so the query favours the offset d* whose input equals the target's training input, psi^-1(z_k psi(q)) "
+          "(about 25 at 16T for k = 5 and c near 1, against k if nothing drifted). Tolerance: a factor of two in d + 1, "
+          "since the MLP's peak lies somewhere between the trained inputs of offsets k - 1 and k + 1. Registered after "
+          "seeing that FIRE runs fail and find the target for few out-of-range queries, before any measurement of d.",
+          ),
     reported("fire_threshold", "largest trained FIRE threshold L, in multiples of T (FIRE is relative for i <= L)"),
     reported("generalizing_encodings", "encodings every run of which generalizes"),
 )
@@ -167,8 +181,8 @@ class ZooStudy:
     """Everything chapter 10 measures."""
 
     accuracy: pd.DataFrame  # encoding, offset, seed, length, metric, accuracy, n
-    deviation: pd.DataFrame  # encoding, offset, seed, trained, deviation; target_mass, far_mass at the longest length
-    fire: pd.DataFrame  # offset, seed, c, threshold (FIRE's learned constants)
+    deviation: pd.DataFrame  # encoding, offset, seed, trained, deviation; trained rows: attention_diagnostics, t5_margin
+    fire: pd.DataFrame  # offset, seed, c, threshold (FIRE's learned constants), drift_error
     verdicts: pd.DataFrame  # encoding, offset, seed, in_range, worst_beyond, measured, predicted, agrees
 
 
@@ -205,16 +219,31 @@ def measure_run(run: TrainedRun, job: tuple[list[int], int]) -> tuple[pd.DataFra
     sweep = length_sweep(head, cfg, lengths, eval_batch, out_of_range_queries=512).assign(**ids)
     deviation = [dict(**ids, trained=trained, deviation=relative_deviation(h, lengths[-1]))
                  for h, trained in ((head, True), (cfg.build_model(), False))]
-    with torch.no_grad():
-        last = head.attention(lengths[-1], torch.tensor([lengths[-1] - 1]))[0].flip(0).double()  # index: offset
-    deviation[0].update(target_mass=float(last[cfg.offset]), far_mass=float(last[cfg.train_length:].sum()))
+    deviation[0].update(attention_diagnostics(head, cfg.train_length, cfg.offset, lengths[-1]))
     if isinstance(head, T5Head):
         deviation[0].update(t5_margin=t5_far_margin(head, cfg.train_length, cfg.offset, lengths[-1]))
     fire = {}
     if isinstance(head, FireHead):
         fire = dict(offset=cfg.offset, seed=cfg.seed, c=float(head.fire.log_c.detach().exp()),
-                    threshold=float(head.fire.threshold.detach().abs()) / cfg.train_length)
+                    threshold=float(head.fire.threshold.detach().abs()) / cfg.train_length,
+                    drift_error=fire_drift_error(head, cfg.train_length, cfg.offset, lengths[-1]))
     return sweep, deviation, fire
+
+
+DIAGNOSTIC_QUERIES = 64  # out-of-range queries, evenly spaced, whose most-attended key is classified
+
+
+@torch.no_grad()
+def attention_diagnostics(head: PositionOnlyHead, train_length: int, offset: int, length: int) -> dict[str, float]:
+    """At ``length``: the last query's attention on the target and on offsets ``>= train_length`` (dilution), and, over
+    :data:`DIAGNOSTIC_QUERIES` out-of-range queries, the share whose most-attended key is the target (the rule still
+    points at it) and the share whose most-attended key is another key inside ``[0, train_length)`` (pinning, chapter 2)."""
+    last = head.attention(length, torch.tensor([length - 1]))[0].flip(0).double()  # index: offset
+    queries = torch.linspace(train_length, length - 1, DIAGNOSTIC_QUERIES).round().long().unique()
+    top = head.attention(length, queries).argmax(-1).cpu()
+    return dict(target_mass=float(last[offset]), far_mass=float(last[train_length:].sum()),
+                argmax_target=float((top == queries - offset).double().mean()),
+                argmax_pinned=float(((top < train_length) & (top != queries - offset)).double().mean()))
 
 
 @torch.no_grad()
@@ -229,6 +258,32 @@ def t5_far_margin(head: T5Head, train_length: int, offset: int, longest: int) ->
     distractors = sorted(reached - {int(buckets[offset])})
     logits = head.bucket_logit.detach()
     return float(logits[far].min() - logits[distractors].max()) if far and distractors else float("nan")
+
+
+def fire_predicted_offset(c: float, threshold: float, train_length: int, offset: int, queries: np.ndarray,
+                          ) -> np.ndarray:
+    """The offset FIRE's most-attended key drifts to at each query, from its learned ``c`` and ``L`` alone.
+
+    Training puts the target at the normalized input ``z_k``, the mean of ``psi(k) / psi(max(i, L))`` over the
+    training queries ``i = k .. T-1``; a query ``q`` beyond ``L`` sees offset ``d`` at ``psi(d) / psi(q)``, so the input
+    the MLP learned to favour sits at ``d* = psi^-1(z_k psi(q))``, farther back than ``k`` as ``q`` grows."""
+    def psi(x: np.ndarray) -> np.ndarray:
+        return np.log1p(c * x)
+
+    trained = np.arange(offset, train_length)
+    z_k = float(np.mean(psi(offset) / psi(np.maximum(trained, threshold))))
+    return np.where(queries <= threshold, offset, np.expm1(z_k * psi(np.maximum(queries, threshold))) / c)
+
+
+@torch.no_grad()
+def fire_drift_error(head: FireHead, train_length: int, offset: int, length: int) -> float:
+    """Median over :data:`DIAGNOSTIC_QUERIES` out-of-range queries of ``|log2((d + 1) / (d* + 1))|``: the measured
+    offset ``d`` of the most-attended key against :func:`fire_predicted_offset`'s ``d*``."""
+    queries = torch.linspace(train_length, length - 1, DIAGNOSTIC_QUERIES).round().long().unique()
+    measured = (queries - head.attention(length, queries).argmax(-1).cpu()).numpy()
+    predicted = fire_predicted_offset(float(head.fire.log_c.exp()), float(head.fire.threshold.abs()), train_length,
+                                      offset, queries.numpy())
+    return float(np.median(np.abs(np.log2((measured + 1) / (predicted + 1)))))
 
 
 def measured_verdict(in_range: float, worst_beyond: float) -> str:
@@ -291,5 +346,5 @@ def zoo_study(p: Parameters, progress: bool = True) -> ZooStudy:
     sweeps, deviations, fires = zip(*results, strict=True)
     accuracy = pd.concat(sweeps, ignore_index=True)
     return ZooStudy(accuracy, pd.DataFrame([row for rows in deviations for row in rows]),
-                    pd.DataFrame([f for f in fires if f], columns=["offset", "seed", "c", "threshold"]),
+                    pd.DataFrame([f for f in fires if f], columns=["offset", "seed", "c", "threshold", "drift_error"]),
                     verdict_table(accuracy, p.train_length))
