@@ -141,3 +141,16 @@ def zoo_rotated_key(head, offset: int) -> torch.Tensor:
     from lengthgen.model.encodings import rotate
 
     return rotate(head.q.detach(), torch.tensor([offset]), head.freqs)[0]
+
+
+def test_fire_drift_prediction():
+    import numpy as np
+
+    q = np.array([10.0, 32.0, 64.0, 512.0])
+    d = zoo.fire_predicted_offset(1.0, 32.0, 32, 5, q)
+    assert np.allclose(d[:2], 5, atol=1e-9)  # up to L the head is relative: no drift
+    assert d[2] > 5 and d[3] > d[2]  # beyond L the favoured offset moves farther back
+    z_k = np.log1p(5) / np.log1p(32)
+    assert np.isclose(d[3], np.expm1(z_k * np.log1p(512)))
+    queries = zoo.drift_queries(32, 40.3, 512)
+    assert queries.min() == 41 and queries.max() == 511
