@@ -14,7 +14,6 @@ peak at offset ``k`` at all. The chapter then measures
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 
@@ -30,7 +29,7 @@ from ..model.training import TrainedRun
 from ..model.zoo_heads import ZOO, FireHead, RandomizedRopeHead, T5Head, ZooRunConfig
 from .claims import Claim, reported
 from .common import GB, Execution, HeadTraining, LengthSweep, map_stacked
-from .equivariance import toeplitz_deviation
+from .equivariance import as_dtype, toeplitz_deviation
 
 LEARNED_FLOOR = 0.99  # in-range accuracy at T below which a run has not learned the task (chapter 2's floor)
 GENERALIZES_FLOOR = 0.95  # lowest out-of-range accuracy of a run that generalizes (chapter 1's worst_accuracy)
@@ -205,7 +204,7 @@ def run_configs(p: Parameters) -> list[ZooRunConfig]:
 def logit_matrix(head: PositionOnlyHead, length: int) -> torch.Tensor:
     """The float64 logits among the first ``length`` tokens, at the positions the head puts them (a randomized head's
     evaluation draw; ``0 .. length - 1`` otherwise)."""
-    h = copy.deepcopy(head).to(torch.float64)
+    h = as_dtype(head, torch.float64)
     pos = h.evaluation_positions(length) if isinstance(h, RandomizedRopeHead) else torch.arange(length)
     return h.position_logits(pos, pos)
 
