@@ -9,6 +9,8 @@ and assert.
     ``encodings``    rotary position encoding in both pairings, frequency sets, the identifiable base
     ``position_zoo`` sinusoidal, randomized, T5 bias, ALiBi, partial rotary and FIRE, from their formulas
     ``zoo_heads``    a single position-only head for every encoding of the zoo, and its runs
+    ``sequence_tasks`` shift, copy with distinct tokens and reversal by instance size, scored by exact match
+    ``zoo_network``  chapter 6's decoder with any encoding of the zoo, and its runs
     ``heads``        single position-only heads (RoPE, learned APE, the linear rotary kernel) and their runs
     ``transformer``  a small GPT-style decoder with RoPE, learned APE or no positions, and its runs
     ``config``       the one configuration base (frozen dataclass with ``with_`` and ``as_dict``)
@@ -21,7 +23,7 @@ and assert.
 ``lengthgen.chapters`` - one analysis module per chapter, named like its notebook:
     ``equivariance`` (01), ``absolute_pinning`` (02), ``carrier`` (03), ``dilution_law`` (04),
     ``linear_control`` (05), ``transfer`` (06), ``robustness`` (07), ``position_only`` (08),
-    ``connections`` (09), ``zoo`` (10), ``claims_summary`` (99);
+    ``connections`` (09), ``zoo`` (10), ``zoo_networks`` (11), ``claims_summary`` (99);
     each declares the chapter's ``Parameters``. Besides them:
     ``claims``       the claims data: every claim check with its threshold, reason and revisions
     ``common``       parameter groups and run configurations several chapters share

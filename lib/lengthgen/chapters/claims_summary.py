@@ -240,6 +240,16 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                (Limit("10_zoo", "registered_verdicts", ">", 0,
                       "{value:.0f} runs disagree with the verdicts registered before any run (T5 fails by dilution, "
                       "partial RoPE generalizes); the verdicts asserted were revised after a first run on other seeds"),)),
+    PaperClaim("zoo-networks", PART_I, "Inside a small transformer, too, relative encodings carry the rule past the "
+               "training sizes and absolute ones collapse at once; verdicts for every (encoding, task) cell registered "
+               "before any run, copy and reversal beside Kazemnejad et al.", "11_zoo_networks",
+               ("absolute_never_generalize", "relative_carries_past_n"),
+               (Limit("11_zoo_networks", "relative_shift_generalizes", ">", 0,
+                      "the registered 'relative encodings generalize shift to 2N' does not reproduce ({value:.0f} RoPE "
+                      "and T5 runs decay before 2N): they carry the rule a few sizes past N only"),
+                Limit("11_zoo_networks", "registered_cells", ">", 0,
+                      "{value:.0f} runs that learned their task disagree with the verdict registered for their cell "
+                      "before any run (more did not learn within the step budget)"))),
     PaperClaim("connections-rnn", PART_I, "The account connects to the implicit bias for extrapolation in recurrent "
                "models: from a small init, gradient descent on an overparameterized linear RNN selects the minimal state "
                "space, which extrapolates, and a large init does not.", "09_connections",

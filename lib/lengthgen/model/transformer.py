@@ -147,6 +147,20 @@ class Block(nn.Module):
         return x + self.mlp(self.ln_mlp(x))
 
 
+@torch.no_grad()
+def gpt2_init(model: nn.Module, cfg: TransformerConfig, gen: torch.Generator) -> None:
+    """GPT-2 style: normal(0, 0.02) weights, zero biases, residual projections scaled by depth, the APE table
+    (parameter ``position``) at ``cfg.ape_init_std``; LayerNorms and parameters of fewer than 2 dimensions untouched."""
+    for name, p in model.named_parameters():
+        if name.endswith("bias"):
+            p.zero_()
+        elif p.dim() >= 2 and "ln" not in name:
+            std = 0.02 / math.sqrt(2 * cfg.layers) if name.endswith(("proj.weight", "out.weight")) else 0.02
+            if name == "position":
+                std = cfg.ape_init_std
+            p.copy_(torch.randn(p.shape, generator=gen) * std)
+
+
 class Transformer(nn.Module):
     """Decoder-only transformer returning vocabulary logits at every position."""
 
@@ -164,17 +178,8 @@ class Transformer(nn.Module):
         self.readout = nn.Linear(cfg.dim, cfg.vocab, bias=False)
         self._init_weights(gen)
 
-    @torch.no_grad()
     def _init_weights(self, gen: torch.Generator) -> None:
-        """GPT-2 style: normal(0, 0.02) weights, zero biases, residual projections scaled by depth."""
-        for name, p in self.named_parameters():
-            if name.endswith("bias"):
-                p.zero_()
-            elif p.dim() >= 2 and "ln" not in name:
-                std = 0.02 / math.sqrt(2 * self.cfg.layers) if name.endswith(("proj.weight", "out.weight")) else 0.02
-                if name == "position":
-                    std = self.cfg.ape_init_std
-                p.copy_(torch.randn(p.shape, generator=gen) * std)
+        gpt2_init(self, self.cfg, gen)
 
     def embed_tokens(self, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:
         """Token embedding plus, for APE, the position rows ``start .. start + length - 1``."""
