@@ -107,6 +107,23 @@ def test_interrupted_sweep_resumes_only_missing_runs(tmp_path):
     assert not list((tmp_path / "tiny" / "runs").glob(".*tmp"))
 
 
+def test_a_spec_lists_single_points_beside_its_grid():
+    spec = {"chapters": {"01_equivariance": {"fixed": {"seeds": 1, "steps": 20}, "grid": {"offsets": [[3], [5]]},
+                                             "points": [{"offsets": [7], "seeds": 2}]}}}
+    runs = expand(spec)
+    assert [r.overrides for r in runs] == [{"seeds": 1, "steps": 20, "offsets": [3]},
+                                           {"seeds": 1, "steps": 20, "offsets": [5]},
+                                           {"seeds": 2, "steps": 20, "offsets": [7]}]
+    del spec["chapters"]["01_equivariance"]["grid"]
+    assert [r.overrides for r in expand(spec)] == [{"seeds": 2, "steps": 20, "offsets": [7]}]  # no bare fixed run
+    spec["chapters"]["01_equivariance"]["points"] = [{"offsets": [1000]}]
+    with pytest.raises(ParameterError, match="offsets"):
+        expand(spec)  # every point is validated before anything runs
+    spec["chapters"]["01_equivariance"]["points"] = {"offsets": [7]}
+    with pytest.raises(ParameterError, match="points"):
+        expand(spec)
+
+
 def test_sweep_resumed_after_a_change_reruns_every_affected_run(tmp_path, monkeypatch):
     spec = write_spec(tmp_path / "changed", [3])
     (key,) = run_sweep(spec, progress=False)

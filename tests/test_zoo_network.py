@@ -138,6 +138,9 @@ def test_parameters_validate_before_work():
         p(**{**good, "random_span": 40}).check()
     with pytest.raises(ParameterError, match="committed_sweep"):
         p(**{**good, "committed_sweep": "no_such_sweep"}).check()
+    with pytest.raises(ParameterError, match="held-out seeds"):
+        p(**{**good, "committed_sweep": "zoo_networks", "seeds": 11, "seed_start": 710}).check()
+    p(**{**good, "seeds": 11, "seed_start": 710}).check()  # the sweep's own held-out runs read no sweep
 
 
 def test_every_cell_has_a_registered_prediction():
@@ -163,6 +166,53 @@ def test_verdicts_and_claim_values():
     assert values["reversal_generalizes"] == 0 and values["reversal_learned"] == 1 and values["learned_somewhere"] == 0
 
 
+def _runs(cells: list[tuple[str, str, int, float, float]]) -> pd.DataFrame:
+    """Exact match at sizes 4 (= N), 5, 6 and 8 (= 2N) of runs given as (encoding, task, seed, at N, beyond N)."""
+    return pd.DataFrame([dict(encoding=e, task=t, seed=seed, size=size, exact=exact, token=exact)
+                         for e, t, seed, at_n, beyond in cells
+                         for size, exact in [(4, at_n), (5, beyond), (6, beyond), (8, beyond)]])
+
+
+def test_held_out_checks_judge_only_the_held_out_shift_runs():
+    own = zoo_networks.verdict_table(_runs([("rope", "shift", 710, 1.0, 0.95), ("ape", "shift", 710, 1.0, 0.0)]), 4)
+    committed = zoo_networks.verdict_table(_runs([
+        ("rope", "shift", 720, 1.0, 0.95), ("t5", "shift", 721, 1.0, 0.95), ("partial_rope", "shift", 722, 1.0, 0.95),
+        ("t5", "shift", 722, 1.0, 0.3),  # one relative run of four collapses: share 0.75
+        ("rope", "shift", 721, 1.0, 0.95), ("rope", "shift", 722, 1.0, 0.95), ("t5", "shift", 720, 1.0, 0.95),
+        ("partial_rope", "shift", 720, 1.0, 0.95),  # eight relative runs, six carry
+        ("rope", "shift", 720 + 100, 1.0, 0.0),  # not a held-out seed: not judged
+        ("rope", "copy", 800, 1.0, 0.0),  # not shift: not judged
+        ("alibi", "shift", 720, 0.5, 0.0),  # not learned: not judged
+        ("ape", "shift", 720, 1.0, 0.0), ("ape", "shift", 721, 1.0, 0.95)]), 4)
+    values = zoo_networks.claim_values(own, committed)
+    assert values["held_out_relative_carries"] == 7 / 8 and values["held_out_relative_runs"] == 8
+    assert values["held_out_absolute_carries"] == 1 and values["held_out_judged"] == 0
+    assert values["relative_carries_past_n"] == 0 and values["absolute_collapses_past_n"] == 0  # this page's runs only
+    few = zoo_networks.claim_values(own, committed[committed.encoding != "ape"])  # no absolute group
+    assert few["held_out_judged"] == 1
+    alone = zoo_networks.claim_values(own)  # no committed sweep: both groups empty
+    assert alone["held_out_judged"] == 2 and alone["held_out_relative_runs"] == 0
+    assert alone["held_out_relative_carries"] != alone["held_out_relative_carries"]  # nan, which fails ">="
+
+
+def test_cell_table_numbers_and_disagreements():
+    accuracy = _runs([("rope", "shift", 1, 1.0, 0.95), ("rope", "shift", 2, 1.0, 0.5), ("nope", "shift", 1, 0.2, 0.0)])
+    study = zoo_networks.NetworkZooStudy(accuracy, pd.DataFrame(columns=["encoding", "task", "seed", "step", "loss"]),
+                                         zoo_networks.verdict_table(accuracy, 4))
+    table = zoo_networks.cell_table(study.verdicts).set_index("encoding")
+    assert table.loc["rope", "agree"] == "1 of 2" and table.loc["rope", "exact_at_2N"] == pytest.approx(0.725)
+    assert table.loc["nope", "measured"] == "not learned x1"
+    numbers = zoo_networks.cell_numbers(study, 4)
+    assert numbers["shift_rope_n1"] == "0.72" and numbers["shift_rope_learned"] == "2 of 2"
+    assert numbers["shift_nope_learned"] == "0 of 1" and numbers["shift_rope_largest"] == "0.72"
+    assert numbers["copy_t5_n1"] == "not run" and zoo_networks.cell_numbers(None, 4)["reversal_fire_learned"] == "not run"
+    assert zoo_networks.disagreements(study.verdicts) == ("rope on shift: registered generalizes, measured fails in 1 "
+                                                          "of 2; nope on shift: registered fails, measured not learned "
+                                                          "in 1 of 1")
+    assert zoo_networks.disagreements(study.verdicts.iloc[:0]) == "none"
+    assert study.select(("copy",)) is None and study.select(("shift",), (2,)).verdicts.seed.tolist() == [2]
+
+
 def test_literature_sizes_map_their_lengths_to_the_same_multiples():
     assert zoo_networks.literature_sizes(10, "copy") == {21: 11, 25: 13, 29: 15, 33: 17}
     assert zoo_networks.literature_sizes(20, "reversal") == {21: 21, 23: 23, 25: 25}
@@ -173,4 +223,6 @@ def test_the_committed_sweep_is_complete_and_current():
     change to anything chapter 11 runs makes the sweep stale: regenerate it with ``make sweep``)."""
     runs = zoo_networks.committed_runs("zoo_networks")
     assert runs.missing == 0 and runs.study is not None, f"{runs.missing} of {runs.expected} runs missing or stale"
-    assert set(runs.study.accuracy.task) == {"copy", "reversal"}
+    assert set(runs.study.accuracy.task) == {"copy", "reversal", "shift"}
+    held = runs.study.select(("shift",), zoo_networks.HELD_OUT_SHIFT_SEEDS)
+    assert held is not None and set(held.verdicts.encoding) == set(NETWORK_ZOO) and held.verdicts.seed.nunique() >= 3

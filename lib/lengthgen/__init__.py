@@ -16,6 +16,8 @@ and assert.
     ``config``       the one configuration base (frozen dataclass with ``with_`` and ``as_dict``)
     ``training``     the base of every run configuration and the one training loop every model uses
     ``evaluation``   accuracy against sequence length: the one ``length_sweep``
+    ``programs``     step-by-step programs of reasoning tasks (copy, reversal, parity with and without a chain of
+                     thought, addition, mode) and their Sequential Representation Complexity under each scheme
     ``pola``         position-only linear attention: tasks, positional relations, the closed-form gradient-descent
                      prediction, preconditioned SGD, Linear Representation Complexity
     ``linear_rnn``   overparameterized linear RNNs trained on an impulse response; Hankel rank of the learned system
@@ -42,6 +44,7 @@ and assert.
     ``parallel``     independent runs in worker processes, one torch thread each
     ``glue``         numbers and figures into the prose
     ``plotting``     the one seaborn theme and the length-sweep plot
+    ``size_plots``   exact match and training loss against instance size (the full-sequence tasks)
     ``timing``       wall time
     ``paths``        where things live in the repository
     ``sphinx_offline``  a Sphinx extension: no CDN scripts, no console errors, so the book reads offline

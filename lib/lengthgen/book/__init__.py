@@ -9,6 +9,7 @@
 - ``sweep``: resumable parameter sweeps over chapters, on local processes or a Dask cluster.
 - ``parallel``: independent runs in worker processes, one torch thread each.
 - ``glue``, ``plotting``, ``timing``, ``paths``: numbers into prose, the one plotting theme, wall time, where things live.
+- ``size_plots``: exact match and training loss against instance size, for the full-sequence tasks.
 - ``sphinx_offline``: a Sphinx extension that keeps the rendered book readable with no network.
 
 Chapters use it through ``from lengthgen.book.harness import Chapter``.

@@ -9,6 +9,10 @@ lists chapters, each with fixed parameters and a grid; every point of every grid
       01_equivariance:
         fixed: {seeds: 10, workers: 1}
         grid: {offsets: [[3], [5], [7], [9]]}
+        points: [{offsets: [11], seeds: 3}]   # optional: single runs beside the grid
+
+``points`` lists runs whose settings do not form a grid with the others (another task at another
+number of steps, say): each is one run, its values on top of ``fixed``.
 
 Each run executes the chapter through papermill with one torch thread per worker and stores
 its results record as ``runs/<key>.json`` next to the spec, written atomically. ``key``
@@ -79,9 +83,14 @@ def expand(spec: dict) -> list[Run]:
     for chapter, entry in spec["chapters"].items():
         entry = entry or {}
         fixed, grid = entry.get("fixed", {}) or {}, entry.get("grid", {}) or {}
+        points = entry.get("points", []) or []
+        if not isinstance(points, list) or not all(isinstance(point, dict) for point in points):
+            raise ParameterError(f"{chapter}: 'points' must be a list of parameter mappings")
         names = sorted(grid)
-        for values in itertools.product(*(grid[name] for name in names)):
-            overrides = {**fixed, **dict(zip(names, values, strict=True))}
+        grid_points = ([dict(zip(names, values, strict=True)) for values in itertools.product(*(grid[n] for n in names))]
+                       if grid or not points else [])
+        for point in grid_points + points:
+            overrides = {**fixed, **point}
             parameters = checked_parameters(chapter, overrides)
             runs.append(Run(chapter, overrides, run_key(chapter, parameters)))
     keys = [r.key for r in runs]

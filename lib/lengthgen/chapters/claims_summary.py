@@ -243,10 +243,14 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
     PaperClaim("zoo-networks", PART_I, "Inside a small transformer, too, relative encodings carry the rule past the "
                "training sizes and absolute ones collapse at once; verdicts for every (encoding, task) cell registered "
                "before any run, copy and reversal beside Kazemnejad et al.", "11_zoo_networks",
-               ("absolute_never_generalize", "relative_carries_past_n"),
+               ("absolute_collapses_past_n", "relative_carries_past_n", "held_out_relative_carries",
+                "held_out_absolute_carries"),
                (Limit("11_zoo_networks", "relative_shift_generalizes", ">", 0,
                       "the registered 'relative encodings generalize shift to 2N' does not reproduce ({value:.0f} RoPE "
                       "and T5 runs decay before 2N): they carry the rule a few sizes past N only"),
+                Limit("11_zoo_networks", "reversal_generalizes", ">", 0,
+                      "{value:.0f} reversal runs generalize to 2N against the registered 'fails' (FIRE: a bias "
+                      "decreasing in the normalized offset keeps the previous token nearest at any size)"),
                 Limit("11_zoo_networks", "registered_cells", ">", 0,
                       "{value:.0f} runs that learned their task disagree with the verdict registered for their cell "
                       "before any run (more did not learn within the step budget)"))),
