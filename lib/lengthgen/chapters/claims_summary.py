@@ -249,8 +249,8 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                       "the registered 'relative encodings generalize shift to 2N' does not reproduce ({value:.0f} RoPE "
                       "and T5 runs decay before 2N): they carry the rule a few sizes past N only"),
                 Limit("11_zoo_networks", "reversal_generalizes", ">", 0,
-                      "{value:.0f} reversal runs generalize to 2N against the registered 'fails' (FIRE: a bias "
-                      "decreasing in the normalized offset keeps the previous token nearest at any size)"),
+                      "{value:.0f} reversal runs (FIRE) generalize to 2N against the registered 'fails'; the "
+                      "registered arguments for FIRE (normalizer drift) and reversal (a separator relation) miss"),
                 Limit("11_zoo_networks", "registered_cells", ">", 0,
                       "{value:.0f} runs that learned their task disagree with the verdict registered for their cell "
                       "before any run (more did not learn within the step budget)"))),
