@@ -18,6 +18,8 @@ and assert.
     ``evaluation``   accuracy against sequence length: the one ``length_sweep``
     ``programs``     step-by-step programs of reasoning tasks (copy, reversal, parity with and without a chain of
                      thought, addition, mode) and their Sequential Representation Complexity under each scheme
+    ``reasoning_tasks`` the programs' tasks as token sequences at any scale, with coupled position ids
+    ``relation_network`` the zoo decoder whose positions enter only as a learned bias on a scheme's relations
     ``pola``         position-only linear attention: tasks, positional relations, the closed-form gradient-descent
                      prediction, preconditioned SGD, Linear Representation Complexity
     ``linear_rnn``   overparameterized linear RNNs trained on an impulse response; Hankel rank of the learned system

@@ -27,8 +27,9 @@ verdicts of APE.
 **Schemes** (:data:`SCHEMES`): ``ape`` and ``nope`` (absolute only), ``rpe`` (offsets ``i - j``: T5, ALiBi and RoPE
 alike), ``coupled`` (offsets of *coupled* position ids, Cho et al. 2024's position coupling, where an answer
 and its sources share an id; we assume their random id offsets in training, so that ids beyond the trained ones
-act as offsets do), and ``rpe_scale_hint`` (offsets, plus relations that know the scale ``n``: ``i - j - c n``
-and ``i + j - c n`` for ``c = 0 .. 3``, our reading of Scale Hint).
+act as offsets do), ``rpe_scale_hint`` (offsets, plus relations that know the scale ``n``: ``i - j - c n``
+and ``i + j - c n`` for ``c = 0 .. 3``, our reading of Scale Hint), and ``lbpe`` (a learned position-relation
+encoding that may use every relation above, absolute ones included, and learns which).
 
 **SRC.** ``SRC_S(task, n)`` is the summed cost, over the position heads, of the program and relations with the
 least cost at the largest scale considered (every head takes its cheapest relation of the scheme). Since the
@@ -61,6 +62,8 @@ SCHEMES: dict[str, tuple[str, ...]] = {
     "rpe_scale_hint": ("absolute", "offset", *(f"hint_{kind}_{c}" for kind in ("offset", "mirror")
                                                for c in HINT_MULTIPLES)),
 }
+# A learned position-relation encoding (LBPE) may use any relation above: its SRC is the least over all of them.
+SCHEMES["lbpe"] = tuple(dict.fromkeys(r for relations in SCHEMES.values() for r in relations))
 
 
 @dataclass(frozen=True)
@@ -177,7 +180,7 @@ def src_verdict(at_train: float, at_largest: float) -> str:
 
 # ---- the tasks' layouts and heads ----------------------------------------------------------------------------------
 
-def _separated(n: int, sources_of_answer: Callable[[int], int]) -> np.ndarray:
+def separated_ids(n: int, sources_of_answer: Callable[[int], int]) -> np.ndarray:
     """Coupled ids of the separated layout: ``x_t`` -> ``t``; answer ``t`` -> its source's id; the separator, where
     answer 1 is asked, continues the answers' ids backwards (0 for copy, ``n + 1`` for reversal)."""
     ids = np.zeros(2 * n + 1, dtype=int)
@@ -190,7 +193,7 @@ def answer_read(source: Callable[[int, int], int]) -> Callable[[int], Reads]:
     """The head in which answer ``t = 1 .. n`` (asked at ``n + t - 1``) reads input position ``source(n, t)``."""
     def build(n: int) -> Reads:
         _check_scale(n)
-        ids = _separated(n, lambda t: source(n, t))
+        ids = separated_ids(n, lambda t: source(n, t))
         return reads(n, 2 * n + 1, ids, [(n + t - 1, [source(n, t)]) for t in range(1, n + 1)])
     return build
 
@@ -199,7 +202,12 @@ def previous_token(n: int) -> Reads:
     """The previous-token head of an induction circuit: every position ``j = 1 .. n`` of the input and the separator
     reads ``j - 1`` (it writes, at each position, the token before it; position 0 learns it has none)."""
     _check_scale(n)
-    return reads(n, 2 * n + 1, _separated(n, lambda t: t - 1), [(j, [j - 1]) for j in range(1, n + 1)])
+    return reads(n, 2 * n + 1, separated_ids(n, lambda t: t - 1), [(j, [j - 1]) for j in range(1, n + 1)])
+
+
+def interleaved_ids(n: int) -> np.ndarray:
+    """Coupled ids of interleaved parity ``x_1 z_1 x_2 z_2 ..``: ``x_t`` and ``z_t`` have the id ``t``."""
+    return np.repeat(np.arange(1, n + 1), 2)
 
 
 def interleaved_previous(n: int) -> Reads:
@@ -207,11 +215,10 @@ def interleaved_previous(n: int) -> Reads:
     ``2t - 1``, both with id ``t``): ``z_t`` is asked at ``x_t``'s position and reads ``z_{t-1}`` one back (``t >= 2``);
     ``x_t`` is the query's own token."""
     _check_scale(n)
-    ids = np.repeat(np.arange(1, n + 1), 2)
-    return reads(n, 2 * n, ids, [(2 * t - 2, [2 * t - 3]) for t in range(2, n + 1)])
+    return reads(n, 2 * n, interleaved_ids(n), [(2 * t - 2, [2 * t - 3]) for t in range(2, n + 1)])
 
 
-def _addition_ids(n: int) -> np.ndarray:
+def addition_ids(n: int) -> np.ndarray:
     """``a_1 .. a_n + b_1 .. b_n = s_1 .. s_{n+1}``, least significant digit first: ``a_t`` at ``t - 1``, ``b_t`` at
     ``n + t``, ``=`` at ``2n + 1``, ``s_t`` at ``2n + 1 + t``; digits of one significance share the id ``t``."""
     ids = np.zeros(3 * n + 3, dtype=int)
@@ -234,7 +241,7 @@ def addition_read(operands: str, lag: int) -> Callable[[int], Reads]:
             row = 2 * n + t
             sources = ([d - 1] if "a" in operands else []) + ([n + d] if "b" in operands else [])
             pairs.append((row, sources))
-        return reads(n, 3 * n + 3, _addition_ids(n), pairs)
+        return reads(n, 3 * n + 3, addition_ids(n), pairs)
     return build
 
 
@@ -278,8 +285,9 @@ RASP_L: dict[str, str] = {"copy": "generalizes", "copy_repeat": "fails", "additi
                           "parity": "fails"}
 # Registered with this module, before any model is trained on these tasks: the verdicts of :func:`src_table` (the
 # same at every training scale N >= 3 and factor >= 2, a test checks) are the conjecture's predictions, and the test
-# holds the whole table. What could contradict them is in the rpe, coupled and scale-hint columns; the ape and nope
-# columns fail wherever a position head is needed, by construction of the absolute relation. Parity is a
+# holds the whole table. What could contradict them is in the rpe, coupled, scale-hint and lbpe columns; the ape and
+# nope columns fail wherever a position head is needed, by construction of the absolute relation. The lbpe column
+# (added later, still before any training on these tasks) is "generalizes" throughout: it has every relation. Parity is a
 # disagreement expected in advance: its one read is uniform, so SRC is 0 under every scheme, while Zhou et al. find
 # it does not generalize; what this account leaves out there is the readout (the parity of a count that grows with n).
 

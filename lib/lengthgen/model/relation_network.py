@@ -1,0 +1,204 @@
+"""The small decoder whose only position information is a learned bias on the relations of a scheme.
+
+Part II asks whether a model generalizes across scales exactly when the cost of its program, counted in the
+operators of the position relations it can use (:mod:`lengthgen.model.programs`), stays the same. To test that
+account and not the quirks of one encoding, this network sees positions *only* through those relations: each
+head adds to its logits, for every relation ``r`` of the scheme, a learned scalar per value of ``r(i, j)``
+(zero at initialization; a value never seen in training keeps its zero). Everything else is the zoo decoder with
+``nope`` (:class:`lengthgen.model.zoo_network.ZooTransformer`): token embedding, causal pre-LayerNorm blocks,
+no position embedding, so the causal mask's counting is available to every scheme, as the programs assume.
+
+Relations (per sequence of scale ``n``; ``i`` the query's position, ``j`` the key's, ``id`` the coupled ids):
+
+* ``absolute``: the cell ``(i, j)`` itself, one scalar per cell (APE's relation, as a bias);
+* ``offset``: ``i - j`` (T5's bias without buckets);
+* ``coupled``: ``id_i - id_j`` (position coupling's offsets);
+* ``hint_offset_c``, ``hint_mirror_c``: ``i - j - c n`` and ``i + j - c n``, ``c = 0 .. 3`` (Scale Hint, as we
+  read it: relations that know the scale).
+
+**Few operators.** SRC counts the operators (table entries) a program needs, and its conjecture is about the
+cheapest program. Gradient descent left alone need not find that one: with many relations it can spread a scale's
+answer over many entries that mean something else at the next scale. Two settings make the tables' entries cheap
+to move and costly to keep: ``table_scale`` (the bias is that multiple of the tables, so Adam moves logits faster
+through a table than through query-key products) and ``table_l1`` (an L1 penalty on the entries, the convex
+stand-in for counting them). Both are the same for every scheme and task of a study.
+
+Values are clipped to ``[-2 M, 2 M]`` (``M`` = ``max_length``, the longest sequence evaluated), an edge that no
+training sequence reaches when ``M`` is at least four times the training length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from . import programs
+from .reasoning_tasks import check_task, reasoning_batch, sequence_length, training_batch
+from .seeding import generator
+from .tasks import IGNORE
+from .transformer import NetworkRunConfig
+from .zoo_network import ZooNetworkConfig, ZooTransformer
+
+SCHEMES: tuple[str, ...] = tuple(programs.SCHEMES)
+# The relations each scheme's bias learns: the programs' relations, but ``absolute`` only for ape and lbpe (elsewhere
+# it is the counting every scheme can do through the causal mask, not a table of its own), and ``hint_offset_0``
+# (``i - j``, the same relation as ``offset``) once.
+SCHEME_RELATIONS: dict[str, tuple[str, ...]] = {
+    scheme: tuple(r for r in relations if (r != "absolute" or scheme in ("ape", "lbpe")) and r != "hint_offset_0")
+    for scheme, relations in programs.SCHEMES.items()
+}
+
+
+def relation_values(relation: str, ids: torch.Tensor, scales: torch.Tensor, max_length: int) -> torch.Tensor:
+    """``(batch, length, length)`` values of a relation for sequences with coupled ``ids`` ``(batch, length)`` and
+    scales ``(batch,)``: the index into the relation's table (already shifted to be non-negative)."""
+    length = ids.shape[-1]
+    if length > max_length:
+        raise ValueError(f"a sequence of {length} tokens is longer than max_length {max_length}")
+    pos = torch.arange(length, device=ids.device)
+    i, j = pos[:, None], pos[None, :]
+    if relation == "absolute":
+        return (i * max_length + j).expand(ids.shape[0], length, length)
+    if relation == "offset":
+        value = (i - j).expand(ids.shape[0], length, length)
+    elif relation == "coupled":
+        value = ids[:, :, None] - ids[:, None, :]
+    elif relation.startswith("hint_"):
+        _, kind, c = relation.split("_")
+        value = (i - j if kind == "offset" else i + j)[None] - int(c) * scales[:, None, None]
+    else:
+        raise ValueError(f"relation {relation!r} is not one of {sorted({r for s in SCHEME_RELATIONS.values() for r in s})}")
+    return value.clamp(-2 * max_length, 2 * max_length) + 2 * max_length
+
+
+class RelationBias(nn.Module):
+    """Per head, a learned scalar for every value of every relation of a scheme; the bias is their sum."""
+
+    def __init__(self, relations: tuple[str, ...], heads: int, max_length: int, scale: float = 1.0) -> None:
+        super().__init__()
+        self.relations, self.max_length, self.scale = relations, max_length, scale
+        size = {r: max_length ** 2 if r == "absolute" else 4 * max_length + 1 for r in relations}
+        self.tables = nn.ParameterDict({r: nn.Parameter(torch.zeros(heads, size[r])) for r in relations})
+
+    def forward(self, ids: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+        """``(batch, heads, length, length)`` bias (zero for a scheme without relations)."""
+        b, n = ids.shape
+        bias = torch.zeros(b, 1, n, n, device=ids.device)
+        for relation, table in self.tables.items():
+            bias = bias + table[:, relation_values(relation, ids, scales, self.max_length)].transpose(0, 1)
+        return self.scale * bias
+
+
+def table_usage(model: RelationTransformer) -> list[dict]:
+    """What the learned tables use, per head and relation: the summed absolute bias (``mass``, in logits), its share
+    of the head's total, and the entry with the largest magnitude (the relation's value there and its bias). With the
+    L1 penalty, the relation that carries a head's mass is the one it selected."""
+    rows = []
+    scale, m = model.relation_bias.scale, model.relation_bias.max_length
+    for relation, table in model.relation_bias.tables.items():
+        weights = scale * table.detach().cpu()
+        for head, row in enumerate(weights):
+            top = int(row.abs().argmax())
+            value = divmod(top, m) if relation == "absolute" else top - 2 * m
+            rows.append(dict(head=head, relation=relation, mass=float(row.abs().sum()), top_value=value,
+                             top_bias=float(row[top])))
+    total = {h: sum(r["mass"] for r in rows if r["head"] == h) for h in {r["head"] for r in rows}}
+    for r in rows:
+        r["share"] = r["mass"] / total[r["head"]] if total[r["head"]] > 0 else 0.0
+    return rows
+
+
+@dataclass(frozen=True)
+class RelationNetworkConfig(ZooNetworkConfig):
+    """The zoo decoder without a position encoding, plus the learned bias of a scheme's relations."""
+
+    encoding: str = "nope"
+    scheme: str = "rpe"  # any of SCHEMES
+    max_length: int = 128  # the longest sequence evaluated (sizes the tables)
+    table_l1: float = 0.0  # weight of the L1 penalty on the relation tables (training mode only)
+    table_scale: float = 1.0  # the bias is this times the tables' sum: a larger scale lets Adam move the logits faster
+
+
+class RelationTransformer(ZooTransformer):
+    """Decoder-only transformer whose positions enter only through :class:`RelationBias`."""
+
+    def __init__(self, cfg: RelationNetworkConfig, gen: torch.Generator) -> None:
+        if cfg.scheme not in SCHEME_RELATIONS:
+            raise ValueError(f"scheme must be one of {SCHEMES}, got {cfg.scheme!r}")
+        if cfg.encoding != "nope":
+            raise ValueError(f"the relation network has no position encoding of its own: encoding must be 'nope', "
+                             f"got {cfg.encoding!r}")
+        super().__init__(cfg, gen)
+        self.relation_bias = RelationBias(SCHEME_RELATIONS[cfg.scheme], cfg.heads, cfg.max_length, cfg.table_scale)
+
+    def forward(self, tokens: torch.Tensor, ids: torch.Tensor,  # type: ignore[override]
+                scales: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Vocabulary logits ``(batch, length, vocab)`` of tokens with their coupled ``ids`` and ``scales``. In
+        training mode with ``table_l1 > 0`` the output is ``(logits, penalty)``, the penalty being ``table_l1`` times
+        the tables' summed absolute entries, so that the one training loop (which differentiates ``loss(output)``
+        through the stacked replicas' parameters) minimizes it too; :meth:`loss` adds it."""
+        n = tokens.shape[-1]
+        causal = torch.ones(n, n, dtype=torch.bool, device=tokens.device).tril()
+        x = self.embed(tokens)
+        bias = self.relation_bias(ids, scales).to(x.dtype).masked_fill(~causal, float("-inf"))
+        for block in self.blocks:
+            x = block(x, None, bias)
+        logits = self.readout(self.ln_out(x))
+        if self.training and self.cfg.table_l1 > 0:
+            return logits, self.cfg.table_l1 * sum(t.abs().sum() for t in self.relation_bias.tables.values())
+        return logits
+
+    def loss(self, output: torch.Tensor | tuple[torch.Tensor, torch.Tensor], targets: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy over the answered positions, plus the tables' L1 penalty when the output carries it."""
+        if isinstance(output, tuple):
+            logits, penalty = output
+            return super().loss(logits, targets) + penalty
+        return super().loss(output, targets)
+
+
+@dataclass(frozen=True)
+class RelationRunConfig(NetworkRunConfig):
+    """The relation network on a reasoning task, trained on scales ``1 .. train_scale``."""
+
+    model: RelationNetworkConfig = field(default_factory=RelationNetworkConfig)
+    task: str = "copy"  # type: ignore[assignment]
+    train_scale: int = 8
+
+    init_stream: ClassVar[str] = "relation-network-init"
+    data_stream: ClassVar[str] = "relation-network-data"
+
+    def __post_init__(self) -> None:
+        check_task(self.task, self.train_scale, self.model.vocab)
+        object.__setattr__(self, "train_length", sequence_length(self.task, self.train_scale))
+        if self.train_length > self.model.max_length:
+            raise ValueError(f"max_length {self.model.max_length} is shorter than a training sequence "
+                             f"({self.train_length} tokens)")
+
+    def build_model(self) -> RelationTransformer:
+        return RelationTransformer(self.model, generator(self.seed, self.init_stream))
+
+    def sample_batch(self, gen: torch.Generator) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        """Scales ``1 .. train_scale``; the inputs are ``(tokens, ids, scales)``."""
+        tokens, ids, scales, targets = training_batch(self.task, self.batch, self.train_scale, self.vocab, gen)
+        return (tokens, ids, scales), targets
+
+
+@torch.no_grad()
+def exact_match(model: RelationTransformer, cfg: RelationRunConfig, scales: list[int], batch: int) -> list[dict]:
+    """Per scale: the share of ``batch`` fresh instances answered entirely right (``exact``) and of answers right
+    (``token``), from the run's evaluation stream (one per scale)."""
+    device = next(model.parameters()).device
+    check_task(cfg.task, max(scales), cfg.vocab)
+    rows = []
+    for n in scales:
+        tokens, ids, sizes, targets = reasoning_batch(cfg.task, batch, n, cfg.vocab,
+                                                      generator(cfg.seed, f"{cfg.eval_stream}-scale-{n}"))
+        predicted = model(tokens.to(device), ids.to(device), sizes.to(device)).argmax(-1).cpu()
+        answered = targets != IGNORE
+        right = (predicted == targets) | ~answered
+        rows.append(dict(scale=n, exact=float(right.all(1).double().mean()),
+                         token=float((right & answered).sum() / answered.sum()), n=batch))
+    return rows
