@@ -68,7 +68,8 @@ def check_task(task: str, largest_scale: int, vocab: int) -> None:
 
 
 def sequence_length(task: str, n: int) -> int:
-    """Tokens of an instance of scale ``n`` (its last answer is predicted, never fed back)."""
+    """Tokens of an instance of scale ``n``: up to the last position that asks for an answer (a last answer is
+    predicted, not fed back; interleaved parity keeps its last ``z_n``, which asks for nothing)."""
     if task in SEPARATED or task == "parity_cot_interleaved":
         return 2 * n
     if task == "addition":
@@ -192,3 +193,11 @@ def training_batch(task: str, batch: int, largest_scale: int, vocab: int,
     """A training batch: scales uniform in ``1 .. largest_scale``, padded to the length of ``largest_scale``."""
     scales = torch.randint(1, largest_scale + 1, (batch,), generator=gen).tolist()
     return reasoning_batch(task, batch, scales, vocab, gen, sequence_length(task, largest_scale))
+
+
+def answer_scores(predicted: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
+    """``exact``: the share of sequences whose every answer is right; ``token``: the share of answers that are right
+    (``predicted`` and ``targets`` ``(batch, length)``, ``IGNORE`` where nothing is asked)."""
+    answered = targets != IGNORE
+    right = (predicted == targets) | ~answered
+    return dict(exact=float(right.all(1).double().mean()), token=float((right & answered).sum() / answered.sum()))

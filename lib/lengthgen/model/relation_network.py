@@ -23,8 +23,10 @@ to move and costly to keep: ``table_scale`` (the bias is that multiple of the ta
 through a table than through query-key products) and ``table_l1`` (an L1 penalty on the entries, the convex
 stand-in for counting them). Both are the same for every scheme and task of a study.
 
-Values are clipped to ``[-2 M, 2 M]`` (``M`` = ``max_length``, the longest sequence evaluated), an edge that no
-training sequence reaches when ``M`` is at least four times the training length.
+Each layer has its own tables. The tables cover every value a sequence of up to ``max_length`` tokens can take, so
+nothing is clipped and a value never met in training keeps its zero. ``table_scale`` is the same for every table,
+so a scheme with more relations moves a cell's bias through more tables at once: a choice, stated here, that
+favours the schemes with more relations early in training.
 """
 
 from __future__ import annotations
@@ -36,9 +38,8 @@ import torch
 from torch import nn
 
 from . import programs
-from .reasoning_tasks import check_task, reasoning_batch, sequence_length, training_batch
+from .reasoning_tasks import answer_scores, check_task, reasoning_batch, sequence_length, training_batch
 from .seeding import generator
-from .tasks import IGNORE
 from .transformer import NetworkRunConfig
 from .zoo_network import ZooNetworkConfig, ZooTransformer
 
@@ -52,9 +53,16 @@ SCHEME_RELATIONS: dict[str, tuple[str, ...]] = {
 }
 
 
+LOWEST, HIGHEST = -4, 2  # every relation value lies in [LOWEST M, HIGHEST M] (M = max_length; see relation_values)
+USED_BIAS = 0.5  # logits: a table entry counts as used by table_usage from this magnitude on
+
+
 def relation_values(relation: str, ids: torch.Tensor, scales: torch.Tensor, max_length: int) -> torch.Tensor:
-    """``(batch, length, length)`` values of a relation for sequences with coupled ``ids`` ``(batch, length)`` and
-    scales ``(batch,)``: the index into the relation's table (already shifted to be non-negative)."""
+    """``(batch, length, length)`` index of every cell's value of a relation in the relation's table, for sequences
+    with coupled ``ids`` ``(batch, length)`` and scales ``(batch,)``. Nothing is clipped: with positions, ids and
+    scales below ``M = max_length``, ``i - j - c n >= -4 M`` and ``i + j - c n < 2 M``, so the value ``v`` sits at
+    ``v + 4 M`` of a table of ``6 M + 1`` entries (``absolute``: ``i M + j`` of ``M^2``); a value never met in training
+    keeps its initial zero."""
     length = ids.shape[-1]
     if length > max_length:
         raise ValueError(f"a sequence of {length} tokens is longer than max_length {max_length}")
@@ -71,43 +79,57 @@ def relation_values(relation: str, ids: torch.Tensor, scales: torch.Tensor, max_
         value = (i - j if kind == "offset" else i + j)[None] - int(c) * scales[:, None, None]
     else:
         raise ValueError(f"relation {relation!r} is not one of {sorted({r for s in SCHEME_RELATIONS.values() for r in s})}")
-    return value.clamp(-2 * max_length, 2 * max_length) + 2 * max_length
+    return value - LOWEST * max_length
+
+
+def table_size(relation: str, max_length: int) -> int:
+    """Entries of a relation's table per (layer, head)."""
+    return max_length ** 2 if relation == "absolute" else (HIGHEST - LOWEST) * max_length + 1
 
 
 class RelationBias(nn.Module):
-    """Per head, a learned scalar for every value of every relation of a scheme; the bias is their sum."""
+    """Per layer and head, a learned scalar for every value of every relation of a scheme, times ``scale``; the bias
+    of a cell is their sum. Each layer has its own tables (an induction circuit needs an offset in its first layer
+    and none in its second)."""
 
-    def __init__(self, relations: tuple[str, ...], heads: int, max_length: int, scale: float = 1.0) -> None:
+    def __init__(self, relations: tuple[str, ...], layers: int, heads: int, max_length: int, scale: float = 1.0) -> None:
         super().__init__()
-        self.relations, self.max_length, self.scale = relations, max_length, scale
-        size = {r: max_length ** 2 if r == "absolute" else 4 * max_length + 1 for r in relations}
-        self.tables = nn.ParameterDict({r: nn.Parameter(torch.zeros(heads, size[r])) for r in relations})
+        self.relations, self.layers, self.heads = relations, layers, heads
+        self.max_length, self.scale = max_length, scale
+        self.tables = nn.ParameterDict({r: nn.Parameter(torch.zeros(layers * heads, table_size(r, max_length)))
+                                        for r in relations})
 
     def forward(self, ids: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-        """``(batch, heads, length, length)`` bias (zero for a scheme without relations)."""
+        """``(batch, layers, heads, length, length)`` bias (zero for a scheme without relations)."""
         b, n = ids.shape
-        bias = torch.zeros(b, 1, n, n, device=ids.device)
+        bias = torch.zeros(b, self.layers * self.heads, n, n, device=ids.device)
         for relation, table in self.tables.items():
             bias = bias + table[:, relation_values(relation, ids, scales, self.max_length)].transpose(0, 1)
-        return self.scale * bias
+        return (self.scale * bias).view(b, self.layers, self.heads, n, n)
 
 
-def table_usage(model: RelationTransformer) -> list[dict]:
-    """What the learned tables use, per head and relation: the summed absolute bias (``mass``, in logits), its share
-    of the head's total, and the entry with the largest magnitude (the relation's value there and its bias). With the
-    L1 penalty, the relation that carries a head's mass is the one it selected."""
-    rows = []
-    scale, m = model.relation_bias.scale, model.relation_bias.max_length
-    for relation, table in model.relation_bias.tables.items():
-        weights = scale * table.detach().cpu()
-        for head, row in enumerate(weights):
+def table_usage(model: RelationTransformer, used_bias: float = USED_BIAS) -> list[dict]:
+    """What the learned tables use, per layer, head and relation: the entries whose bias reaches ``used_bias`` logits
+    in magnitude (``used``: how many; ``mass``: their summed magnitude, so that the small entries Adam leaves
+    wobbling around zero under the L1 penalty do not count, however many a table has), the share of the
+    (layer, head)'s mass, and the largest entry (the relation's value there and its bias). With the L1 penalty, the
+    relation that carries a head's mass is the one it selected."""
+    bias_module, rows = model.relation_bias, []
+    m = bias_module.max_length
+    for relation, table in bias_module.tables.items():
+        weights = bias_module.scale * table.detach().cpu()
+        for k, row in enumerate(weights):
             top = int(row.abs().argmax())
-            value = divmod(top, m) if relation == "absolute" else top - 2 * m
-            rows.append(dict(head=head, relation=relation, mass=float(row.abs().sum()), top_value=value,
+            used = row.abs() >= used_bias
+            rows.append(dict(layer=k // bias_module.heads, head=k % bias_module.heads, relation=relation,
+                             used=int(used.sum()), mass=float(row.abs()[used].sum()),
+                             top_value=divmod(top, m) if relation == "absolute" else top + LOWEST * m,
                              top_bias=float(row[top])))
-    total = {h: sum(r["mass"] for r in rows if r["head"] == h) for h in {r["head"] for r in rows}}
+    total: dict[tuple[int, int], float] = {}
     for r in rows:
-        r["share"] = r["mass"] / total[r["head"]] if total[r["head"]] > 0 else 0.0
+        total[r["layer"], r["head"]] = total.get((r["layer"], r["head"]), 0.0) + r["mass"]
+    for r in rows:
+        r["share"] = r["mass"] / total[r["layer"], r["head"]] if total[r["layer"], r["head"]] > 0 else 0.0
     return rows
 
 
@@ -132,7 +154,8 @@ class RelationTransformer(ZooTransformer):
             raise ValueError(f"the relation network has no position encoding of its own: encoding must be 'nope', "
                              f"got {cfg.encoding!r}")
         super().__init__(cfg, gen)
-        self.relation_bias = RelationBias(SCHEME_RELATIONS[cfg.scheme], cfg.heads, cfg.max_length, cfg.table_scale)
+        self.relation_bias = RelationBias(SCHEME_RELATIONS[cfg.scheme], cfg.layers, cfg.heads, cfg.max_length,
+                                          cfg.table_scale)
 
     def forward(self, tokens: torch.Tensor, ids: torch.Tensor,  # type: ignore[override]
                 scales: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
@@ -144,8 +167,8 @@ class RelationTransformer(ZooTransformer):
         causal = torch.ones(n, n, dtype=torch.bool, device=tokens.device).tril()
         x = self.embed(tokens)
         bias = self.relation_bias(ids, scales).to(x.dtype).masked_fill(~causal, float("-inf"))
-        for block in self.blocks:
-            x = block(x, None, bias)
+        for layer, block in enumerate(self.blocks):
+            x = block(x, None, bias[:, layer])
         logits = self.readout(self.ln_out(x))
         if self.training and self.cfg.table_l1 > 0:
             return logits, self.cfg.table_l1 * sum(t.abs().sum() for t in self.relation_bias.tables.values())
@@ -178,6 +201,7 @@ class RelationRunConfig(NetworkRunConfig):
                              f"({self.train_length} tokens)")
 
     def build_model(self) -> RelationTransformer:
+        """The freshly initialized relation network of this run (tables at zero)."""
         return RelationTransformer(self.model, generator(self.seed, self.init_stream))
 
     def sample_batch(self, gen: torch.Generator) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
@@ -197,8 +221,5 @@ def exact_match(model: RelationTransformer, cfg: RelationRunConfig, scales: list
         tokens, ids, sizes, targets = reasoning_batch(cfg.task, batch, n, cfg.vocab,
                                                       generator(cfg.seed, f"{cfg.eval_stream}-scale-{n}"))
         predicted = model(tokens.to(device), ids.to(device), sizes.to(device)).argmax(-1).cpu()
-        answered = targets != IGNORE
-        right = (predicted == targets) | ~answered
-        rows.append(dict(scale=n, exact=float(right.all(1).double().mean()),
-                         token=float((right & answered).sum() / answered.sum()), n=batch))
+        rows.append(dict(scale=n, **answer_scores(predicted, targets), n=batch))
     return rows
