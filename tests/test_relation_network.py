@@ -105,7 +105,7 @@ def test_the_offset_bias_is_a_function_of_offsets_alone():
 def test_bad_configurations_fail_loudly():
     with pytest.raises(ValueError, match="scheme must be one of"):
         RelationTransformer(SMALL.with_(scheme="alibi"), generator(0, "init"))
-    with pytest.raises(ValueError, match="encoding must be 'nope'"):
+    with pytest.raises(ValueError, match="own position encoding must be one of"):
         RelationTransformer(SMALL.with_(encoding="rope"), generator(0, "init"))
     with pytest.raises(ValueError, match="max_length 32 is shorter"):
         RelationRunConfig(task="addition", train_scale=12, model=SMALL)
@@ -193,3 +193,17 @@ def test_answer_scores_by_hand():
     targets = torch.tensor([[-100, 1, 2], [-100, 3, 4]])
     predicted = torch.tensor([[9, 1, 2], [9, 3, 0]])
     assert rt.answer_scores(predicted, targets) == dict(exact=0.5, token=0.75)
+
+
+def test_fire_adds_its_learned_bias_and_stays_causal():
+    cfg = SMALL.with_(scheme="nope", encoding="fire", fire_threshold=9.0)
+    model = RelationTransformer(cfg, generator(0, "init")).eval()
+    tokens, ids, scales, _ = rt.reasoning_batch("copy", 2, 4, cfg.vocab, generator(1, "data"))
+    logits = model(tokens, ids, scales)
+    changed = tokens.clone()
+    changed[:, -1] = (changed[:, -1] + 1) % cfg.vocab
+    assert torch.equal(model(changed, ids, scales)[:, :-1], logits[:, :-1])  # the last token reaches no earlier logit
+    with torch.no_grad():
+        model.fire.mlp[2].weight.mul_(20.0)  # a steeper FIRE bias over the offsets moves the logits
+    assert not torch.allclose(model(tokens, ids, scales), logits)
+    assert model.relation_bias.tables.keys() == set()  # the scheme nope: no tables of its own

@@ -27,7 +27,8 @@ and assert.
 ``lengthgen.chapters`` - one analysis module per chapter, named like its notebook:
     ``equivariance`` (01), ``absolute_pinning`` (02), ``carrier`` (03), ``dilution_law`` (04),
     ``linear_control`` (05), ``transfer`` (06), ``robustness`` (07), ``position_only`` (08),
-    ``connections`` (09), ``zoo`` (10), ``zoo_networks`` (11), ``claims_summary`` (99);
+    ``connections`` (09), ``zoo`` (10), ``zoo_networks`` (11), ``sequential_complexity`` (12),
+    ``claims_summary`` (99);
     each declares the chapter's ``Parameters``. Besides them:
     ``claims``       the claims data: every claim check with its threshold, reason and revisions
     ``common``       parameter groups and run configurations several chapters share

@@ -24,6 +24,7 @@ from ..book.records import COMPARISONS, checks_table, load_records
 from . import parameters_of
 from .claims import Claim, claims_of
 from .connections import EXTRAPOLATION_ERROR
+from .sequential_complexity import GROWING_MINIMUM, HINT_GAP, REGISTERED_LBPE_SHARE
 
 SUMMARY = "99_claims_summary"
 
@@ -254,6 +255,35 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                 Limit("11_zoo_networks", "registered_cells", ">", 0,
                       "{value:.0f} runs that learned their task disagree with the verdict registered for their cell "
                       "before any run (more did not learn within the step budget)"))),
+    PaperClaim("src-conjecture", PART_II, "Length generalization is possible if and only if the Sequential "
+               "Representation Complexity stays invariant across scales (our reconstruction of SRC; tested where "
+               "training learns the task in range).", "12_sequential_complexity",
+               ("held_out_growing_fails", "held_out_judged", "committed_complete"),
+               (Limit("12_sequential_complexity", "held_out_growing_runs", "<", GROWING_MINIMUM,
+                      "the 'only if' judged {value:.0f} learned runs in cells where SRC grows (fewer than "
+                      "{threshold}): the others did not learn in range"),
+                Limit("12_sequential_complexity", "held_out_invariant_cells_without_lg", ">", 0,
+                      "the 'if' is not shown by training in {value:.0f} cells where SRC is invariant: no run "
+                      "generalizes there (training finds another program than the cheapest, or none in range)"),
+                Limit("12_sequential_complexity", "held_out_disagreements", ">", 0,
+                      "{value:.0f} learned held-out runs disagree with the conjecture's verdict for their cell"))),
+    PaperClaim("scale-hint", PART_II, "Scale Hint (relations that know the instance's scale) makes SRC invariant and "
+               "enables length generalization where plain relative positions do not.", "12_sequential_complexity",
+               ("hint_generalizes", "judged_groups", "held_out_hint_generalizes", "held_out_hint_where_rpe_grows",
+                "held_out_judged", "committed_complete"),
+               (Limit("12_sequential_complexity", "held_out_hint_learned_where_rpe_grows", "<", GROWING_MINIMUM,
+                      "where plain offsets' SRC grows, only {value:.0f} hint runs learned in range to be judged"),
+                Limit("12_sequential_complexity", "held_out_hint_gap", "<", HINT_GAP,
+                      "where plain offsets' SRC grows, the hint's answer accuracy at 2N beats plain offsets' by "
+                      "{value:.2f} only"))),
+    PaperClaim("lbpe", PART_II, "A learning-based position encoding learns the positional relation a task needs.",
+               "12_sequential_complexity", ("held_out_judged", "committed_complete"),
+               (Limit("12_sequential_complexity", "held_out_lbpe_selects_needed", "<", REGISTERED_LBPE_SHARE,
+                      "the registered check does not hold: one invariant relation dominates in a share of {value:.2f} of "
+                      "the learned runs only, since LBPE splits each read between coupled ids and the hint's relation "
+                      "(reported; the mass it puts on invariant relations is on the chapter's page)"),
+                Limit("12_sequential_complexity", "held_out_lbpe_generalizes", "<", 0.75,
+                      "only a share of {value:.2f} of its learned runs generalize"))),
     PaperClaim("connections-rnn", PART_I, "The account connects to the implicit bias for extrapolation in recurrent "
                "models: from a small init, gradient descent on an overparameterized linear RNN selects the minimal state "
                "space, which extrapolates, and a large init does not.", "09_connections",

@@ -307,3 +307,30 @@ def src_table(train_scale: int, scale_factor: int) -> list[dict]:
                              relations=", ".join(f"{h}: {r}" for h, r in relations.items()),
                              predicted=src_verdict(at_train, at_largest), rasp_l=RASP_L.get(task, "")))
     return rows
+
+
+def invariant_reads(task: str, scheme: str, train_scale: int, scale_factor: int) -> dict[str, set[int]]:
+    """For every relation of the scheme under which some position head of some program of the task has the same
+    finite cost at ``scale_factor * train_scale`` as at ``train_scale``, the keys those heads read at the training
+    scales: the (relation, value) pairs a model that runs an SRC-invariant program must put its bias on. Empty for a
+    task without position heads (mode, parity)."""
+    if task not in PROGRAMS:
+        raise ValueError(f"task {task!r} is not one of {sorted(PROGRAMS)}")
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme {scheme!r} is not one of {sorted(SCHEMES)}")
+    if train_scale < 1 or scale_factor < 2:
+        raise ValueError(f"need train_scale >= 1 and scale_factor >= 2, got {train_scale}, {scale_factor}")
+    needed: dict[str, set[int]] = {}
+    for heads in PROGRAMS[task].values():
+        for head in heads:
+            if head.build is None:
+                continue
+            built = [head.build(n) for n in range(1, scale_factor * train_scale + 1)]
+            for relation in SCHEMES[scheme]:
+                per_scale = [scale_operators(relation, r) if len(r.rows) else set() for r in built]
+                if any(keys is None for keys in per_scale):
+                    continue
+                trained = set().union(*per_scale[:train_scale])
+                if set().union(*per_scale) == trained:
+                    needed.setdefault(relation, set()).update(trained)
+    return needed

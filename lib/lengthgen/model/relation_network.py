@@ -23,6 +23,10 @@ to move and costly to keep: ``table_scale`` (the bias is that multiple of the ta
 through a table than through query-key products) and ``table_l1`` (an L1 penalty on the entries, the convex
 stand-in for counting them). Both are the same for every scheme and task of a study.
 
+For comparison, ``encoding="fire"`` (with the scheme ``nope``: no tables) adds FIRE's learned bias
+(:class:`lengthgen.model.position_zoo.FireBias`, one MLP shared by the layers, as in the zoo decoder), the closest
+published learned relative bias, so that both learned encodings sit in the same network.
+
 Each layer has its own tables. The tables cover every value a sequence of up to ``max_length`` tokens can take, so
 nothing is clipped and a value never met in training keeps its zero. ``table_scale`` is the same for every table,
 so a scheme with more relations moves a cell's bias through more tables at once: a choice, stated here, that
@@ -53,6 +57,9 @@ SCHEME_RELATIONS: dict[str, tuple[str, ...]] = {
 }
 
 
+# The network's own position encoding: none, or FIRE (Li et al. 2023), the closest published learned relative bias,
+# which the chapters compare with the learned relation tables (FIRE runs use the scheme ``nope``: no tables).
+OWN_ENCODINGS = ("nope", "fire")
 LOWEST, HIGHEST = -4, 2  # every relation value lies in [LOWEST M, HIGHEST M] (M = max_length; see relation_values)
 USED_BIAS = 0.5  # logits: a table entry counts as used by table_usage from this magnitude on
 
@@ -108,23 +115,29 @@ class RelationBias(nn.Module):
         return (self.scale * bias).view(b, self.layers, self.heads, n, n)
 
 
+def _table_value(relation: str, index: int, max_length: int) -> int | tuple[int, int]:
+    """The relation's value at a table index (``absolute``: the cell ``(i, j)``)."""
+    return divmod(index, max_length) if relation == "absolute" else index + LOWEST * max_length
+
+
 def table_usage(model: RelationTransformer, used_bias: float = USED_BIAS) -> list[dict]:
     """What the learned tables use, per layer, head and relation: the entries whose bias reaches ``used_bias`` logits
     in magnitude (``used``: how many; ``mass``: their summed magnitude, so that the small entries Adam leaves
     wobbling around zero under the L1 penalty do not count, however many a table has), the share of the
-    (layer, head)'s mass, and the largest entry (the relation's value there and its bias). With the L1 penalty, the
+    (layer, head)'s mass, the largest entry in magnitude (``top_value``: the relation's value there; ``top_bias``) and
+    the largest positive entry (``peak_value``, ``peak_bias``: what a read attends to). With the L1 penalty, the
     relation that carries a head's mass is the one it selected."""
     bias_module, rows = model.relation_bias, []
     m = bias_module.max_length
     for relation, table in bias_module.tables.items():
         weights = bias_module.scale * table.detach().cpu()
         for k, row in enumerate(weights):
-            top = int(row.abs().argmax())
+            top, peak = int(row.abs().argmax()), int(row.argmax())
             used = row.abs() >= used_bias
             rows.append(dict(layer=k // bias_module.heads, head=k % bias_module.heads, relation=relation,
                              used=int(used.sum()), mass=float(row.abs()[used].sum()),
-                             top_value=divmod(top, m) if relation == "absolute" else top + LOWEST * m,
-                             top_bias=float(row[top])))
+                             top_value=_table_value(relation, top, m), top_bias=float(row[top]),
+                             peak_value=_table_value(relation, peak, m), peak_bias=float(row[peak])))
     total: dict[tuple[int, int], float] = {}
     for r in rows:
         total[r["layer"], r["head"]] = total.get((r["layer"], r["head"]), 0.0) + r["mass"]
@@ -145,14 +158,15 @@ class RelationNetworkConfig(ZooNetworkConfig):
 
 
 class RelationTransformer(ZooTransformer):
-    """Decoder-only transformer whose positions enter only through :class:`RelationBias`."""
+    """Decoder-only transformer whose positions enter only through :class:`RelationBias` (and FIRE's bias, when
+    ``encoding`` is ``fire``)."""
 
     def __init__(self, cfg: RelationNetworkConfig, gen: torch.Generator) -> None:
         if cfg.scheme not in SCHEME_RELATIONS:
             raise ValueError(f"scheme must be one of {SCHEMES}, got {cfg.scheme!r}")
-        if cfg.encoding != "nope":
-            raise ValueError(f"the relation network has no position encoding of its own: encoding must be 'nope', "
-                             f"got {cfg.encoding!r}")
+        if cfg.encoding not in OWN_ENCODINGS:
+            raise ValueError(f"the relation network's own position encoding must be one of {OWN_ENCODINGS} (FIRE "
+                             f"only as the published learned relative bias to compare with), got {cfg.encoding!r}")
         super().__init__(cfg, gen)
         self.relation_bias = RelationBias(SCHEME_RELATIONS[cfg.scheme], cfg.layers, cfg.heads, cfg.max_length,
                                           cfg.table_scale)
@@ -167,6 +181,8 @@ class RelationTransformer(ZooTransformer):
         causal = torch.ones(n, n, dtype=torch.bool, device=tokens.device).tril()
         x = self.embed(tokens)
         bias = self.relation_bias(ids, scales).to(x.dtype).masked_fill(~causal, float("-inf"))
+        if self.fire is not None:  # FIRE's bias (shared by the layers) with the causal mask in it
+            bias = bias + self.bias(n, x.dtype, tokens.device)[:, None]
         for layer, block in enumerate(self.blocks):
             x = block(x, None, bias[:, layer])
         logits = self.readout(self.ln_out(x))

@@ -1,0 +1,150 @@
+"""Chapter 12's analysis: parameters, the reads an invariant program needs, verdicts, selections and claim values."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from lengthgen.book.parameters import ParameterError
+from lengthgen.chapters import sequential_complexity as sc
+from lengthgen.model import programs
+from lengthgen.model.relation_network import LOWEST, RelationNetworkConfig, RelationTransformer, table_usage
+from lengthgen.model.seeding import generator
+
+GOOD = dict(seeds=1, seed_start=900, workers=1, device="cpu", tasks=("reversal",), schemes=("rpe",), train_scale=8,
+            scale_factor=4, vocab=40, dim=64, layers=2, heads=4, steps=10, batch=8, lr=3e-3, eval_batch=8,
+            table_scale=10.0, table_l1=0.01, committed_sweep="")
+
+
+def test_parameters_validate_before_work():
+    p = sc.Parameters
+    p(**GOOD).check()
+    with pytest.raises(ParameterError, match="'vocab' = 20 .* reversal"):
+        p(**{**GOOD, "vocab": 20}).check()  # 32 distinct tokens needed at 4N
+    with pytest.raises(ParameterError, match="heads"):
+        p(**{**GOOD, "heads": 3}).check()
+    with pytest.raises(ParameterError, match="committed_sweep"):
+        p(**{**GOOD, "committed_sweep": "no_such_sweep"}).check()
+    with pytest.raises(ParameterError, match="held-out seeds"):
+        p(**{**GOOD, "committed_sweep": "sequential_complexity", "seed_start": 921}).check()
+    with pytest.raises(ParameterError, match="schemes"):
+        p.from_values({**GOOD, "schemes": ["rope"]})
+    assert sc.evaluated_scales(p(**GOOD)) == [1, 4, *range(8, 17), 24, 32]
+
+
+def test_invariant_reads_are_the_relations_and_values_of_invariant_heads():
+    assert programs.invariant_reads("reversal", "rpe_scale_hint", 8, 4) == {"hint_mirror_2": {-1}, "offset": {1},
+                                                                             "hint_offset_0": {1}}
+    assert programs.invariant_reads("reversal_repeat", "rpe", 8, 4) == {}  # SRC grows: no invariant read
+    assert programs.invariant_reads("parity_cot", "lbpe", 8, 4) == {"coupled": {-1}, "hint_offset_1": {0}}
+    assert programs.invariant_reads("mode", "lbpe", 8, 4) == {}
+    assert programs.invariant_reads("copy", "ape", 8, 4) == {}  # absolute cells move with n
+    with pytest.raises(ValueError, match="scale_factor"):
+        programs.invariant_reads("copy", "rpe", 8, 1)
+    with pytest.raises(ValueError, match="task"):
+        programs.invariant_reads("sorting", "rpe", 8, 2)
+
+
+def test_table_usage_peak_is_the_largest_positive_entry():
+    cfg = RelationNetworkConfig(vocab=16, dim=16, heads=2, layers=1, max_length=32, scheme="rpe")
+    model = RelationTransformer(cfg, generator(0, "init"))
+    with torch.no_grad():
+        model.relation_bias.tables["offset"][0, 3 - LOWEST * 32] = -5.0
+        model.relation_bias.tables["offset"][0, 1 - LOWEST * 32] = 2.0
+    row = next(r for r in table_usage(model) if r["head"] == 0)
+    assert (row["top_value"], row["top_bias"], row["peak_value"], row["peak_bias"]) == (3, -5.0, 1, 2.0)
+
+
+def _accuracy(scheme: str, task: str, seed: int, in_range: float, beyond: float) -> list[dict]:
+    return [dict(scheme=scheme, task=task, seed=seed, scale=s, exact=in_range if s <= 4 else beyond / 2,
+                 token=1.0 if s <= 4 else beyond, n=8) for s in (1, 2, 4, 5, 6, 7, 8, 12, 16)]
+
+
+def _usage(scheme: str, task: str, seed: int, relation: str, value: int, bias: float) -> list[dict]:
+    return [dict(scheme=scheme, task=task, seed=seed, layer=0, head=0, relation=relation, used=1, mass=abs(bias),
+                 share=1.0, top_value=str(value), top_bias=bias, peak_value=str(value), peak_bias=bias),
+            dict(scheme=scheme, task=task, seed=seed, layer=1, head=0, relation="offset", used=1, mass=0.6, share=1.0,
+                 top_value="5", top_bias=0.6, peak_value="5", peak_bias=0.6)]
+
+
+def _study(runs: list[tuple]) -> pd.DataFrame:
+    accuracy = pd.DataFrame([row for r in runs for row in _accuracy(*r[:5])])
+    usage = pd.DataFrame([row for r in runs if r[0] != "fire" for row in _usage(*r[:3], *r[5:])])  # FIRE: no tables
+    return sc.verdict_table(accuracy, usage, 4, 4)
+
+
+def test_verdicts_selections_and_claims_from_runs():
+    own = _study([
+        ("rpe_scale_hint", "reversal", 900, 1.0, 0.97, "hint_mirror_2", -1, 4.0),  # generalizes, the needed read
+        ("rpe_scale_hint", "reversal", 901, 1.0, 0.95, "hint_mirror_2", 3, 4.0),  # a value no invariant head reads
+        ("rpe", "reversal", 900, 1.0, 0.30, "offset", 1, 4.0),  # learned, fails: the conjecture said generalizes
+        ("rpe", "reversal", 901, 0.5, 0.10, "offset", 1, 4.0),  # not learned
+    ])
+    v = own.set_index(["scheme", "seed"])
+    assert v.loc[("rpe_scale_hint", 900)].measured == "generalizes" and v.loc[("rpe_scale_hint", 900)].needed
+    assert not v.loc[("rpe_scale_hint", 901)].needed and v.loc[("rpe_scale_hint", 901)].selected == "hint_mirror_2"
+    assert v.loc[("rpe", 900)].measured == "fails" and not v.loc[("rpe", 900)].agrees
+    assert v.loc[("rpe", 901)].measured == "not learned"
+    values = sc.claim_values(own)
+    assert values["hint_generalizes"] == 0 and values["hint_selects_needed"] == 1 and values["judged_groups"] == 0
+    assert values["registered_cells"] == 1 and values["not_learned_runs"] == 1 and values["rpe_learned"] == 1
+    assert all(math.isnan(values[c.name]) for c in sc.CLAIMS if c.name.startswith("held_out"))  # no sweep: judged nothing
+    assert sc.claim_values(own[own.seed == 900])["judged_groups"] == 1  # one learned hint run is below the minimum
+
+    committed = _study([
+        ("rpe", "reversal_repeat", 920, 1.0, 0.95, "offset", 1, 4.0),  # SRC grows, yet generalizes: against the conjecture
+        ("rpe_scale_hint", "copy", 920, 1.0, 0.5, "hint_offset_1", 0, 4.0),  # fails
+        ("lbpe", "copy", 920, 1.0, 0.99, "absolute", 0, 4.0),  # selects the absolute cells: not needed
+        ("rpe_scale_hint", "reversal_repeat", 920, 1.0, 0.4, "hint_mirror_2", -1, 4.0),  # fails where rpe's SRC grows
+        ("ape", "reversal_repeat", 920, 1.0, 0.95, "absolute", 0, 4.0),  # generalizes: counted apart from the 'only if'
+        ("fire", "copy", 920, 1.0, 0.95, "offset", 1, 4.0),  # no SRC verdict of its own
+    ])
+    held = sc.claim_values(own, committed, train_scale=4, scale_factor=4)
+    assert held["held_out_growing_fails"] == 1 and held["held_out_growing_runs"] == 1
+    assert held["held_out_absolute_generalizes"] == 1
+    assert held["held_out_hint_generalizes"] == 0.0 and held["held_out_selects_needed"] == 1.0
+    assert held["held_out_lbpe_selects_needed"] == 0.0 and held["held_out_fire_generalizes"] == 1.0
+    assert held["held_out_hint_where_rpe_grows"] == 1 and held["held_out_hint_learned_where_rpe_grows"] == 1
+    assert held["held_out_hint_gap"] == pytest.approx(0.4 - 0.95)
+    assert held["held_out_judged"] == 2  # two hint runs and one LBPE run: below both minimums
+    assert held["held_out_disagreements"] == 4  # rpe and ape on reversal_repeat generalize, both hint runs fail
+    assert held["fresh_seeds"] == 0 and sc.claim_values(own.assign(seed=1))["fresh_seeds"] == 4
+    assert sc.claim_values(own, committed.assign(seed=950))["fresh_seeds"] == len(committed)  # outside the held-out seeds
+    v = committed.set_index(["scheme", "task"])
+    assert not v.loc[("fire", "copy")].registered and v.loc[("fire", "copy")].selected == "none"
+    cells = sc.cell_table(committed).set_index(["task", "scheme"])
+    assert cells.loc[("reversal_repeat", "rpe")].predicted == "fails" and cells.loc[("copy", "lbpe")].agree == "1 of 1"
+    assert cells.loc[("copy", "fire")].agree == "n/a" and cells.loc[("copy", "fire")].selected == "none"
+    assert sc.disagreements(committed).startswith("rpe on reversal_repeat: conjecture fails, measured generalizes")
+    assert sc.disagreements(committed.iloc[:0]) == "none"
+
+
+def test_a_run_whose_tables_are_untouched_selects_nothing():
+    accuracy = pd.DataFrame(_accuracy("lbpe", "copy", 900, 1.0, 1.0))
+    usage = pd.DataFrame(_usage("lbpe", "copy", 900, "coupled", -1, 0.0)).assign(mass=0.0)
+    v = sc.verdict_table(accuracy, usage, 4, 4).iloc[0]
+    assert v.selected == "none" and not v.needed
+
+
+def test_a_spread_bias_is_not_a_selection():
+    accuracy = pd.DataFrame(_accuracy("rpe_scale_hint", "reversal", 900, 1.0, 1.0))
+    usage = pd.DataFrame(_usage("rpe_scale_hint", "reversal", 900, "hint_mirror_2", -1, 1.0)).assign(mass=[1.0, 0.9])
+    spread = sc.verdict_table(accuracy, usage, 4, 4).iloc[0]
+    assert spread.selected == "hint_mirror_2" and spread.share < sc.SHARE_FLOOR + 0.1 and spread.needed
+    usage.loc[len(usage)] = dict(usage.iloc[1], relation="hint_offset_2", mass=1.0)  # a third relation as heavy
+    assert not sc.verdict_table(accuracy, usage, 4, 4).iloc[0].needed  # the top holds a third of the mass only
+
+
+def test_the_committed_sweep_is_complete_and_current():
+    """Every run the spec of ``data/sweeps/sequential_complexity`` lists has a record made by this code and this notebook
+    (a change to anything chapter 12 runs makes the sweep stale: regenerate it with ``make sweep``), on held-out seeds,
+    with every (task, scheme) cell of the spec."""
+    runs = sc.committed_runs("sequential_complexity")
+    assert runs.missing == 0 and runs.study is not None, f"{runs.missing} of {runs.expected} runs missing or stale"
+    v = runs.study.verdicts
+    assert set(v.seed) <= set(sc.HELD_OUT_SEEDS) and not set(v.seed) & set(sc.PILOT_SEEDS)
+    assert len(v) == len(v.drop_duplicates(["scheme", "task", "seed"])) == 3 * (5 * 7 + 2)
+    assert set(v.scheme) == {"ape", "nope", "rpe", "coupled", "rpe_scale_hint", "lbpe", "fire"}
