@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from lengthgen.chapters.absolute_pinning import chance_cells, pinning, table_movement, vanishing_init_key
+from lengthgen.chapters.absolute_pinning import CHANCE_CEILING, chance_cells, pinning, table_movement, vanishing_init_key
 from lengthgen.chapters.claims_summary import current_defaults
 from lengthgen.chapters.common import head_run_configs
 from lengthgen.chapters.equivariance import Parameters, renormalization_error, toeplitz_deviation
@@ -93,6 +93,18 @@ def test_chance_cells_drop_the_pinned_target_query():
     # a pinned key whose target query is in range leaves every out-of-range query in, and no target accuracy
     rows, target = chance_cells({16: accuracy}, batch, T, k, pinned_key=3, vocab=vocab)
     assert math.isnan(target) and rows[0]["n"] == batch * 8 and not rows[0]["chance_inside"]
+
+
+def test_chance_ceiling_separates_a_small_departure_from_a_partly_carried_rule():
+    T, k, vocab, batch = 8, 2, 16, 1000
+    at_chance = np.full(8, 1 / vocab)
+    slightly_above = np.full(8, 1.3 / vocab)  # excluded from exact chance, still under the practical ceiling
+    carried = np.full(8, 0.2)  # the rule carried to a fifth of the far queries
+    rows = [chance_cells({16: a}, batch, T, k, pinned_key=3, vocab=vocab)[0][0] for a in (at_chance, slightly_above,
+                                                                                        carried)]
+    assert [r["chance_inside"] for r in rows] == [True, False, False]
+    assert [r["below_ceiling"] for r in rows] == [True, True, False]
+    assert CHANCE_CEILING / vocab < 0.2
 
 
 def test_window_training_moves_table_rows_beyond_the_training_length():

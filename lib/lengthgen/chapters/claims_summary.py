@@ -180,8 +180,7 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                swept=True),
     PaperClaim("pinning", PART_I, "Learned absolute encodings leave out-of-range positions unconstrained, and the trained "
                "head pins to a fixed absolute position inside the training range.", "02_absolute_pinning",
-               ("rows_untouched", "in_range_accuracy", "chance_beyond_T", "argmax_in_range", "pinned_target",
-                "pin_limit"),
+               ("rows_untouched", "in_range_accuracy", "chance_bound", "argmax_in_range", "pin_predicted"),
                (Limit("02_absolute_pinning", "strict_pin_runs", "<", runs_of,
                       "one key takes at least 90 % of the out-of-range queries in {value:.0f} of {threshold} runs only"),),
                swept=True),
