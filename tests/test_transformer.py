@@ -5,10 +5,18 @@ import pytest
 import torch
 
 from lengthgen.chapters.transfer import (
+    MASK_CONDITIONS,
     Parameters,
     content_averaged_kernels,
+    first_collapse,
+    forward_with_masked_offsets,
     head_target_mass,
+    hijacking_offsets,
     last_query_masses,
+    mask_sets,
+    masking_test,
+    masking_values,
+    masking_verdicts,
     measure_network,
     shift_deviation,
 )
@@ -102,7 +110,7 @@ def test_transfer_measurements_on_a_tiny_network():
     params = Parameters.from_values(dict(
         seeds=1, vocab=8, dim=16, layers=2, heads=2, offsets=[2], train_length=12, steps=20, batch=8, lr=3e-3,
         length_factor=4, eval_batch=8, kernel_batch=2, retrieval_mass=0.0, null_draws=100, compare_heads=1,
-        fixed_turns=1.0, copy_seeds=1, copy_steps=5, workers=1, device="cpu", seed_start=0))
+        fixed_turns=1.0, copy_seeds=1, copy_steps=5, mask_batch=16, committed_sweep="", workers=1, device="cpu", seed_start=0))
     cfg = NetworkRunConfig(model=TransformerConfig(vocab=8, dim=16, heads=2, max_length=48), train_length=12,
                            offset=2, steps=20, batch=8)
     run = train(cfg)
@@ -118,6 +126,12 @@ def test_transfer_measurements_on_a_tiny_network():
     out = measure_network(run, ("RoPE", params))
     assert {"sweep", "shift_f64", "heads", "kernels"} <= set(out)
     assert len(out["heads"]) == 4  # retrieval_mass = 0 keeps every head
+    heads = [(1, 0, kernels[1, 0], kernels[1, 0]), (1, 1, kernels[1, 1], -kernels[1, 1])]
+    result = masking_test(run, heads, 20, 16, np.random.default_rng(0), "masking-test")
+    assert result["collapse_length"] == 20 and result["masked_layers"] == "1"
+    assert result["hijackers_offsets"] == sum(len(hijacking_offsets(kernels[1, h], 2, 12, 20)) for h in (0, 1))
+    assert result["all_far_offsets"] == 16 and result["complement_offsets"] + result["hijackers_offsets"] == 16
+    assert all(0 <= result[f"accuracy_{c}"] <= 1 for c in MASK_CONDITIONS)
     sweep = length_sweep(run.model, cfg, [12, 24], 4, sequence_chunk=2)
     assert set(sweep.metric) == {"last", "in_range", "out_of_range"}
     assert np.isfinite(sweep.accuracy).all()
@@ -136,3 +150,93 @@ def test_collapse_table_explains_collapses_by_hijacking_offsets():
     assert table.loc["A", "first_hijack"] == 49 and table.loc["A", "collapse_length"] == 64 and table.loc["A", "explained"]
     assert not table.loc["B", "explained"]  # collapsed at 64 with no hijacking offset below 64
     assert np.isinf(table.loc["C", "first_hijack"]) and table.loc["C", "explained"]  # never collapsed
+
+
+@pytest.mark.parametrize("encoding", ["rope", "ape", "nope"])
+def test_masked_forward_with_nothing_masked_is_the_models_forward(encoding):
+    m = model(encoding)
+    tokens = torch.randint(0, 11, (3, 13), generator=generator(2, "tokens"))
+    assert torch.allclose(forward_with_masked_offsets(m, tokens, {}), m(tokens), atol=1e-10)
+
+
+def test_masking_every_offset_but_zero_cuts_a_position_off_from_the_others():
+    m = model("rope")
+    tokens = torch.randint(0, 11, (2, 10), generator=generator(3, "tokens"))
+    other = tokens.clone()
+    other[:, :-1] = (tokens[:, :-1] + 1) % 11  # change every earlier token, keep the last
+    everything = {(layer, head): torch.arange(1, 10) for layer in range(2) for head in range(2)}
+    cut = [forward_with_masked_offsets(m, t, everything)[:, -1] for t in (tokens, other)]
+    assert torch.allclose(cut[0], cut[1], atol=1e-12)
+    assert not torch.allclose(m(tokens)[:, -1], m(other)[:, -1])
+    # masking one head's offsets leaves the other heads' view: the earlier tokens still matter
+    one_head = {(1, 0): torch.arange(1, 10)}
+    partial = [forward_with_masked_offsets(m, t, one_head)[:, -1] for t in (tokens, other)]
+    assert not torch.allclose(partial[0], partial[1])
+
+
+def test_hijacking_offsets_and_first_collapse():
+    import pandas as pd
+
+    kernel = np.array([0.0, 0.0, 5.0, 9.0, 0.0, 6.0, 1.0, 7.0, 5.0])
+    # offsets 4..8 beyond T = 4; the target's logit is 5 (offset 2); offset 3 beats it but lies in range
+    assert hijacking_offsets(kernel, offset=2, train_length=4, length=9).tolist() == [5, 7]
+    assert hijacking_offsets(kernel, offset=2, train_length=4, length=6).tolist() == [5]
+    assert first_collapse(pd.Series([1.0, 0.4, 0.6], index=[32, 64, 128])) == 64
+    assert np.isnan(first_collapse(pd.Series([1.0, 0.5], index=[32, 64])))
+
+
+def test_held_out_parameters_and_values():
+    import pandas as pd
+
+    from lengthgen.book.parameters import ParameterError
+    from lengthgen.book.paths import REPO_ROOT
+    from lengthgen.book.rerun import default_parameters
+    from lengthgen.chapters.transfer import HELD_OUT_SEEDS, HeldOutRuns, held_out_values
+
+    good = default_parameters(REPO_ROOT / "book" / "06_transfer.ipynb")
+    assert good["committed_sweep"] == "transfer" and not set(Parameters.from_values(good).seed_list) & set(HELD_OUT_SEEDS)
+    with pytest.raises(ParameterError, match="committed_sweep"):
+        Parameters.from_values({**good, "committed_sweep": "no_such_sweep"})
+    with pytest.raises(ParameterError, match="held-out seeds"):
+        Parameters.from_values({**good, "committed_sweep": "transfer", "seed_start": HELD_OUT_SEEDS[0]})
+    assert np.isnan(held_out_values(None)["held_out_masking"])  # no sweep, no evidence: a failure
+    rows = [("a", "masking_restores", 1.0, True), ("a", "fix_margin_2T", -0.1, False),
+            ("b", "predicted_mask_restores", 0.1, False), ("b", "held_out_masking", float("nan"), False),
+            ("b", "shift_f64", 1.0, False)]
+    checks = pd.DataFrame([dict(key=k, name=n, value=v, passed=ok, role="proof" if n == "shift_f64" else "evidence")
+                           for k, n, v, ok in rows])
+    values = held_out_values(HeldOutRuns(checks, expected=3, missing=1))
+    assert values == dict(held_out_complete=1.0, held_out_masking=1.0, held_out_other_failures=1.0)
+
+
+def test_the_committed_transfer_sweep_is_complete_and_current():
+    from lengthgen.chapters.transfer import HELD_OUT_SEEDS, held_out_runs
+
+    held = held_out_runs("transfer")
+    assert held.expected >= 3 and held.missing == 0, "regenerate: make sweep SPEC=data/sweeps/transfer/spec.yaml"
+    starts = set(held.checks.param_seed_start)
+    assert all(start in HELD_OUT_SEEDS for start in starts)
+    assert {"masking_restores", "masking_beats_control", "masking_beats_runners_up"} <= set(held.checks.name)
+
+
+def test_mask_sets_and_verdicts():
+    import pandas as pd
+
+    kernel = np.array([0.0, 0.0, 5.0, 9.0, 0.0, 6.0, 1.0, 7.0, 5.0])
+    predicted = np.array([0.0, 0.0, 3.0, 0.0, 4.0, 0.0, 0.0, 0.0, 3.5])
+    sets = mask_sets(kernel, predicted, offset=2, train_length=4, length=9, rng=np.random.default_rng(0))
+    assert sets["hijackers"].tolist() == [5, 7] and sets["predicted"].tolist() == [4, 8]
+    assert sets["complement"].tolist() == [4, 6, 8] and sets["all_far"].tolist() == [4, 5, 6, 7, 8]
+    assert sets["runners_up"].tolist() == [6, 8]  # the two highest below the target's logit
+    assert len(sets["control"]) == 2 and set(sets["control"]) <= {4, 6, 8}
+    row = dict(accuracy_unmasked=0.2, accuracy_hijackers=0.9, accuracy_predicted=0.55, accuracy_control=0.2,
+               accuracy_runners_up=0.25, accuracy_complement=0.1, accuracy_all_far=0.95)
+    masking = pd.DataFrame([row, {**row, "accuracy_unmasked": 0.49, "accuracy_hijackers": 0.51}, {**row,
+                            "accuracy_unmasked": 0.6}])
+    judged = masking_verdicts(masking, batch=256)  # the third was not collapsed on the masking batch
+    assert len(judged) == 2
+    assert judged.restored_hijackers.tolist() == [True, False]  # 0.49 -> 0.51 is within the noise margin
+    assert judged.restored_predicted.tolist() == [True, False] and not judged.restored_complement.any()
+    values = masking_values(judged)
+    assert values["masking_restores"] == 0.5 and values["all_far_restored"] == 1.0
+    assert np.isnan(masking_values(judged.iloc[:0])["predicted_mask_restores"])
