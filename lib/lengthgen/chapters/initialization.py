@@ -1,0 +1,393 @@
+"""Chapter 13 (``13_initialization``): the initialization scale as an axis of chapter 6's network.
+
+Chapter 6 trains its transformer from the GPT-2 initialization (every weight matrix normal with
+standard deviation 0.02). This chapter trains the same network, recipe and task (shift-by-``k``)
+from three initializations:
+
+* ``gpt2``: chapter 6's, unchanged;
+* ``qk``: the same, with the query and key weights of every attention layer multiplied by ``s``;
+* ``all``: every weight matrix (embedding, attention, MLP, readout) multiplied by ``s``.
+
+The default ``s`` = 3.6 makes the standard deviation about that of PyTorch's default ``nn.Linear``
+initialization at fan-in 64 (uniform on +-1/8, standard deviation 0.072). Each is crossed with the
+rotary base (``10^4``, and the identifiable base of chapter 6) and the head width, on seeds that
+chapter 6 never used.
+
+Per network the module measures accuracy against length, the retrieval heads (as in chapter 6),
+the planes of each retrieval head's mean query and key on training-length sequences (after
+training and at initialization), how far training moved the query and key weights of every plane,
+and **a prediction made from training-length quantities only**: the kernel of the mean query and key,
+continued beyond ``T`` by its planes, says at which lengths the offsets that beat the target
+outweigh it in the softmax, i.e. at which lengths the last position should collapse.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..book.parameters import ParameterError, parameter
+from ..model.encodings import identifiable_base, plane_index
+from ..model.evaluation import doubling_lengths, length_sweep
+from ..model.training import TrainedRun
+from ..model.transformer import NetworkRunConfig, Transformer, TransformerConfig
+from .claims import Claim, reported
+from .common import GB, Execution, LengthSweep, Seeds, Task, map_stacked, power_of_two_at_least
+from .planes import planes_from_vectors
+from .transfer import (
+    COLLAPSE_ACCURACY,
+    EVAL_SEQUENCE_CHUNK,
+    HELD_OUT_SEEDS,
+    content_averaged_kernels,
+    head_target_mass,
+    mean_query_key,
+)
+
+INIT_SCHEMES = ("gpt2", "qk", "all")
+INIT_LABELS = {"gpt2": "GPT-2 (sd 0.02)", "qk": "q, k x s", "all": "all x s"}
+GPT2_STD = 0.02  # the standard deviation of chapter 6's initialization (lengthgen.model.transformer.gpt2_init)
+STANDARD_BASE = 10_000.0
+LEARNED_ACCURACY = 0.99  # in-range accuracy at T a network must reach before its extrapolation is judged
+CHAPTER6_SEEDS = frozenset(range(0, 3)) | frozenset(HELD_OUT_SEEDS)  # seeds chapter 6 trained or reserved
+
+
+@dataclass(frozen=True)
+class ScaledInitRunConfig(NetworkRunConfig):
+    """Chapter 6's network run, with its GPT-2 initialization rescaled by ``init_scale`` over ``init_scope``."""
+
+    init_scale: float = 1.0
+    init_scope: str = "all"  # "qk" (query and key weights only) or "all" (every weight matrix)
+
+    def build_model(self) -> Transformer:
+        model = super().build_model()
+        scale_initialization(model, self.init_scale, self.init_scope)
+        return model
+
+
+@torch.no_grad()
+def scale_initialization(model: Transformer, scale: float, scope: str) -> None:
+    """Multiply a freshly initialized model's weights by ``scale``: the query and key rows of every ``qkv`` matrix
+    (``scope="qk"``), or every weight matrix but the LayerNorms' (``scope="all"``; biases are zero anyway)."""
+    if scope == "qk":
+        for block in model.blocks:
+            block.attn.qkv.weight[: 2 * model.cfg.dim].mul_(scale)
+    elif scope == "all":
+        for name, p in model.named_parameters():
+            if p.dim() >= 2 and "ln" not in name:
+                p.mul_(scale)
+    else:
+        raise ValueError(f"init_scope must be 'qk' or 'all', got {scope!r}")
+
+
+def scheme_scale(scheme: str, scale: float) -> tuple[float, str]:
+    """``(init_scale, init_scope)`` of an initialization scheme of :data:`INIT_SCHEMES`."""
+    return (1.0, "all") if scheme == "gpt2" else (scale, scheme)
+
+
+@dataclass(frozen=True)
+class Parameters(Seeds, Task, LengthSweep, Execution):
+    """Chapter 13's parameters."""
+
+    chapter = "13_initialization"
+    dim: int = parameter("model width d (divisible by heads and compare_heads, even head size >= 4)", 8, 1024)
+    layers: int = parameter("transformer blocks", 1, 24)
+    heads: int = parameter("attention heads per block", 1, 64)
+    compare_heads: int = parameter("heads per block of the wider-head networks", 1, 64)
+    steps: int = parameter("Adam steps per run", 1, 100_000)
+    batch: int = parameter("training sequences per step", 1, 4096)
+    lr: float = parameter("Adam learning rate", 1e-6, 1.0)
+    init_scale: float = parameter("factor s on the GPT-2 initialization's weights (schemes 'qk' and 'all')", 0.05, 20.0)
+    fixed_turns: float = parameter("full turns of the slowest plane within T at the identifiable base", 0.1, 100.0)
+    kernel_batch: int = parameter("sequences for the measured kernels", 1, 256)
+    retrieval_mass: float = parameter("in-range mass on offset k that marks a retrieval head", 0.0, 1.0)
+
+    def check(self) -> None:
+        super().check()
+        for name in ("heads", "compare_heads"):
+            n = getattr(self, name)
+            if self.dim % n or (self.dim // n) % 2 or self.dim // n < 4:
+                valid = [h for h in range(1, self.dim + 1)
+                         if self.dim % h == 0 and (self.dim // h) % 2 == 0 and self.dim // h >= 4]
+                raise ParameterError(f"parameter {name!r} = {n} must split dim = {self.dim} into heads of even size >= 4: "
+                                     f"valid values are {valid}")
+        if self.heads == self.compare_heads:
+            raise ParameterError(f"parameter 'compare_heads' = {self.compare_heads} is out of range: it must differ from "
+                                 f"heads = {self.heads} (the chapter compares two head widths)")
+        power_of_two_at_least("length_factor", self.length_factor, 4, "the chapter judges the networks at 2T and 4T")
+        for head_dim in (self.dim // self.heads, self.dim // self.compare_heads):
+            base = identifiable_base(head_dim, self.train_length, self.fixed_turns)
+            if base < 2.0:
+                most = self.train_length / (2 * math.pi * 2.0 ** ((head_dim - 2) / head_dim))
+                raise ParameterError(f"parameter 'fixed_turns' = {self.fixed_turns} is out of range: with train_length "
+                                     f"= {self.train_length} and head size {head_dim} the identifiable base would be "
+                                     f"{base:.3g} < 2; must be in [0.1, {most:.3g}]")
+
+    @property
+    def head_counts(self) -> tuple[int, int]:
+        return (self.heads, self.compare_heads)
+
+    def memory_gb(self) -> float:
+        attention = 12 * self.layers * max(self.head_counts) * self.longest**2
+        return self.workers * max(self.kernel_batch, EVAL_SEQUENCE_CHUNK, 4) * attention / GB
+
+    def memory_rule(self) -> str:
+        return ("per worker: 12 bytes x layers x heads x longest length^2 for every sequence whose attention "
+                "logits are read at once (kernel_batch, or 16 when scoring)")
+
+
+CLAIMS = (
+    Claim("fresh_seeds", "seeds of this run that chapter 6 trained at its defaults (0-2) or reserved for its held-out "
+          "sweep (300-319)", "==", 0,
+          "Sanity check: the predictions below were written before any of these networks was trained; the seeds must "
+          "be ones nothing was chosen on.", role="sanity"),
+    Claim("init_scale_applied", "largest relative error of the measured standard deviation of the first layer's query "
+          "weights at initialization against 0.02 x its scheme's factor", "<=", 0.05,
+          "Sanity check of the rescaling: 4096 normal weights give a relative standard error of about 1.1 % on their "
+          "standard deviation, so 0.05 is over four of them.", role="sanity"),
+    reported("not_learned", "networks below LEARNED_ACCURACY in-range accuracy at T (not judged beyond T)"),
+    reported("without_retrieval_head", "learned networks with no retrieval head (not judged by the collapse prediction)"),
+    Claim("wide_init_helps", "mean out-of-range accuracy at 2T of the learned base-10^4 networks initialized 'all x s' "
+          "minus that of those initialized GPT-2 (both head widths)", ">=", 0.1,
+          "The observation this chapter starts from, on fresh seeds and in this book's model: in a plain nanoGPT-style "
+          "model of chapter 6's shape, PyTorch's default initialization gave 0.996 to 1.000 at 2T where the GPT-2 "
+          "initialization gave 0.49 to 0.88 (three seeds each, constant learning rate). 0.1 is well below that gap; "
+          "with three seeds per cell and seed spreads like those the difference has a standard error near 0.1, so "
+          "the check has power only against the gap observed there, not against a small one. Registered before any "
+          "network of this chapter was trained."),
+    reported("qk_init_gain_2T", "mean out-of-range accuracy at 2T, base 10^4: 'q, k x s' minus GPT-2 (learned networks; "
+             "whether scaling the query and key alone carries the effect)"),
+    Claim("fix_helps_gpt2", "mean out-of-range accuracy at 4T of the learned GPT-2-initialized networks at the "
+          "identifiable base minus at base 10^4 (both head widths)", ">=", 0.1,
+          "Chapter 6's account on fresh seeds: with every plane turning within T no plane's phase is unseen, so the "
+          "far kernel is the in-range one continued, and the base fix must help at chapter 6's initialization. "
+          "Registered before any network of this chapter was trained."),
+    reported("fix_gain_wide_4T", "the same difference for the networks initialized 'all x s' (does the base fix still "
+             "help at the wider initialization?)"),
+    Claim("collapse_predicted", "balanced accuracy of the training-length prediction of last-position collapse over "
+          "(learned network with a retrieval head, length 2T .. longest)", ">=", 0.75,
+          "The prediction reads nothing beyond T: from the mean query and key of each retrieval head on training-length "
+          "sequences, the kernel continued beyond T by its planes; a network is predicted to collapse at a length if, "
+          "for one of its retrieval heads, the offsets beyond T whose predicted logit beats the target's outweigh the "
+          "target in the softmax (sum of exponentials). Observed: last-position accuracy below COLLAPSE_ACCURACY. "
+          "Balanced accuracy (the mean of the hit rates on collapsed and on held cells) is 0.5 for any rule that "
+          "ignores the network; 0.75 asks the prediction to be right on most cells of both kinds. NaN (a failure) when "
+          "one kind is absent. Registered before any network of this chapter was trained."),
+    reported("collapse_length_only", "balanced accuracy of the best rule that knows only the length (a verdict per "
+             "length, chosen on these very cells): what collapse_predicted must be read against"),
+    reported("collapse_measured_rule", "balanced accuracy of the same rule applied to the kernel measured beyond T (not "
+             "a prediction: it reads the lengths it judges)"),
+    reported("unseen_plane_change_gpt2", "GPT-2 initialization: median relative change, from initialization to the end "
+             "of training, of the query and key weights of the planes that do not turn a full circle within T "
+             "(base 10^4)"),
+    reported("unseen_plane_change_wide", "the same for the 'all x s' initialization"),
+)
+
+
+def init_query_std(initial_state: dict[str, torch.Tensor], dim: int) -> float:
+    """Standard deviation of the first layer's query weights at initialization."""
+    return float(initial_state["blocks.0.attn.qkv.weight"][:dim].double().std())
+
+
+def hijackers_outweigh(kernel: np.ndarray, offset: int, train_length: int, length: int) -> bool:
+    """Whether the offsets in ``[T, length)`` whose logit in ``kernel`` beats the target's ``kernel[offset]`` together
+    hold more softmax weight than the target (``sum exp`` of theirs against ``exp`` of the target's)."""
+    far = kernel[train_length:length]
+    above = far[far > kernel[offset]]
+    if not len(above):
+        return False
+    return bool(np.log(np.exp(above - kernel[offset]).sum()) > 0.0)
+
+
+def plane_changes(run: TrainedRun, layer: int, head: int) -> np.ndarray:
+    """Per plane of one head: ``|W - W_0| / |W_0|`` over the query and key rows of that plane (Frobenius norms)."""
+    cfg = run.config.model
+    first, second = plane_index(cfg.head_dim, "half")
+    name = f"blocks.{layer}.attn.qkv.weight"
+    trained = dict(run.model.named_parameters())[name].detach().cpu().double()
+    initial = run.initial_state[name].cpu().double()
+    out = []
+    for a, b in zip(first.tolist(), second.tolist(), strict=True):
+        rows = [part * cfg.dim + head * cfg.head_dim + i for part in (0, 1) for i in (a, b)]  # q rows, then k rows
+        out.append(float((trained[rows] - initial[rows]).norm() / initial[rows].norm()))
+    return np.array(out)
+
+
+def initial_model(run: TrainedRun) -> TrainedRun:
+    """The run's network as it was before training (same configuration, initial parameters)."""
+    model = copy.deepcopy(run.model)
+    model.load_state_dict({name: value.to(run.model.device) for name, value in run.initial_state.items()}, strict=False)
+    return TrainedRun(run.config, model, [], run.initial_state)
+
+
+def measure_network(run: TrainedRun, job: tuple[dict, Parameters]) -> dict:
+    """In the worker, after training: accuracy against length, the retrieval heads' planes (trained and at
+    initialization), their weight changes per plane, and the predicted and measured collapse verdicts."""
+    info, p = job
+    cfg = run.config
+    T, k = cfg.train_length, cfg.offset
+    lengths = doubling_lengths(T, p.length_factor)
+    longest = lengths[-1]
+    sweep = length_sweep(run.model, cfg, lengths, p.eval_batch, sequence_chunk=EVAL_SEQUENCE_CHUNK).assign(
+        **info, offset=k, seed=cfg.seed)
+    mass = head_target_mass(run, T, p.eval_batch)
+    kernels = content_averaged_kernels(run, longest, p.kernel_batch)
+    freqs = run.model.blocks[0].attn.freqs.cpu()
+    start = initial_model(run)
+    heads, planes = [], []
+    for layer, head in zip(*np.nonzero(mass >= p.retrieval_mass), strict=True):
+        trained = planes_from_vectors(*mean_query_key(run, layer, head, p.eval_batch), freqs)
+        initial = planes_from_vectors(*mean_query_key(start, layer, head, p.eval_batch), freqs)
+        predicted = trained.profile(np.arange(longest))
+        measured = kernels[layer, head]
+        heads.append(dict(
+            **info, offset=k, seed=cfg.seed, layer=int(layer), head=int(head), mass_in_range=float(mass[layer, head]),
+            **{f"predicted_{n}": hijackers_outweigh(predicted, k, T, n) for n in lengths[1:]},
+            **{f"measured_{n}": hijackers_outweigh(measured, k, T, n) for n in lengths[1:]}))
+        for m, (theta, change) in enumerate(zip(trained.freqs, plane_changes(run, int(layer), int(head)), strict=True)):
+            planes.append(dict(**info, offset=k, seed=cfg.seed, layer=int(layer), head=int(head), plane=m,
+                               freq=float(theta), turns_in_T=float(theta * T / (2 * math.pi)),
+                               amplitude=float(trained.amplitude[m]), phase=float(trained.phase[m]),
+                               amplitude_init=float(initial.amplitude[m]), phase_init=float(initial.phase[m]),
+                               weight_change=float(change)))
+    return dict(info=info, offset=k, seed=cfg.seed, sweep=sweep, heads=heads, planes=planes,
+                init_query_std=init_query_std(run.initial_state, cfg.model.dim), final_loss=float(np.mean(run.losses[-50:])))
+
+
+def network_jobs(p: Parameters) -> list[tuple[ScaledInitRunConfig, tuple[dict, Parameters]]]:
+    """Every (initialization, head count, base, offset, seed) network of the chapter, with its descriptive fields."""
+    jobs = []
+    for scheme in INIT_SCHEMES:
+        scale, scope = scheme_scale(scheme, p.init_scale)
+        for heads in p.head_counts:
+            head_dim = p.dim // heads
+            for base_kind, base in (("standard", STANDARD_BASE),
+                                    ("identifiable", identifiable_base(head_dim, p.train_length, p.fixed_turns))):
+                model = TransformerConfig(vocab=p.vocab, dim=p.dim, layers=p.layers, heads=heads, max_length=p.longest,
+                                          encoding="rope", rope_base=base)
+                info = dict(init=scheme, head_dim=head_dim, base_kind=base_kind, base=base, init_factor=scale)
+                for k in p.offsets:
+                    for seed in p.seed_list:
+                        cfg = ScaledInitRunConfig(model=model, task="shift", offset=k, steps=p.steps, seed=seed,
+                                                  train_length=p.train_length, batch=p.batch, lr=p.lr, device=p.device,
+                                                  init_scale=scale, init_scope=scope)
+                        jobs.append((cfg, (info, p)))
+    return jobs
+
+
+@dataclass
+class InitializationStudy:
+    accuracy: pd.DataFrame  # init, head_dim, base_kind, base, init_factor, offset, seed, length, metric, accuracy, n
+    networks: pd.DataFrame  # one row per network: descriptive fields, learned, collapsed_<n>, predicted_<n>, ...
+    heads: pd.DataFrame  # one row per retrieval head: predicted_<n>, measured_<n>
+    planes: pd.DataFrame  # one row per (retrieval head, plane): amplitude and phase trained and at init, weight change
+
+
+NETWORK_KEYS = ["init", "head_dim", "base_kind", "offset", "seed"]
+
+
+def initialization_study(p: Parameters, progress: bool = True) -> InitializationStudy:
+    """Train every network of the chapter in ``p.workers`` processes and collect the tables."""
+    results = map_stacked(measure_network, network_jobs(p), p.workers, progress, desc="networks")
+    accuracy = pd.concat([r["sweep"] for r in results], ignore_index=True)
+    heads = pd.DataFrame([row for r in results for row in r["heads"]])
+    planes = pd.DataFrame([row for r in results for row in r["planes"]])
+    lengths = doubling_lengths(p.train_length, p.length_factor)
+    rows = []
+    for r in results:
+        sweep = r["sweep"]
+        curve = sweep[sweep.metric == "last"].set_index("length").accuracy
+        in_range = float(sweep[(sweep.metric == "in_range") & (sweep.length == p.train_length)].accuracy.iloc[0])
+        row = dict(**r["info"], offset=r["offset"], seed=r["seed"], in_range=in_range,
+                   learned=in_range >= LEARNED_ACCURACY, final_loss=r["final_loss"], init_query_std=r["init_query_std"],
+                   retrieval_heads=len(r["heads"]))
+        for n in lengths[1:]:
+            row[f"collapsed_{n}"] = bool(curve[n] < COLLAPSE_ACCURACY)
+            row[f"predicted_{n}"] = any(h[f"predicted_{n}"] for h in r["heads"])
+            row[f"measured_{n}"] = any(h[f"measured_{n}"] for h in r["heads"])
+        rows.append(row)
+    return InitializationStudy(accuracy, pd.DataFrame(rows), heads, planes)
+
+
+def balanced_accuracy(observed: np.ndarray, predicted: np.ndarray) -> float:
+    """Mean of the hit rates on the positive and on the negative cells; NaN when either kind is absent."""
+    observed, predicted = np.asarray(observed, bool), np.asarray(predicted, bool)
+    if observed.all() or not observed.any():
+        return float("nan")
+    return float(((predicted[observed]).mean() + (~predicted[~observed]).mean()) / 2)
+
+
+def collapse_cells(networks: pd.DataFrame, lengths: list[int]) -> pd.DataFrame:
+    """One row per (learned network with a retrieval head, length beyond T): observed, predicted and measured-rule
+    collapse."""
+    judged = networks[networks.learned & (networks.retrieval_heads > 0)]
+    return pd.DataFrame([dict(**{key: getattr(r, key) for key in NETWORK_KEYS}, length=n,
+                              collapsed=getattr(r, f"collapsed_{n}"), predicted=getattr(r, f"predicted_{n}"),
+                              measured=getattr(r, f"measured_{n}"))
+                         for r in judged.itertuples() for n in lengths[1:]],
+                        columns=[*NETWORK_KEYS, "length", "collapsed", "predicted", "measured"])
+
+
+def length_only_rule(cells: pd.DataFrame) -> np.ndarray:
+    """The best rule that knows only the length: of every assignment of a verdict to each length, the one with the
+    highest balanced accuracy on ``cells`` (ties: the first found, collapsing at fewer lengths)."""
+    lengths = sorted(set(cells.length))
+    best, best_score = np.zeros(len(cells), bool), -1.0
+    for choice in itertools.product((False, True), repeat=len(lengths)):
+        rule = cells.length.map(dict(zip(lengths, choice, strict=True))).to_numpy(bool)
+        score = balanced_accuracy(cells.collapsed, rule)
+        if score > best_score:
+            best, best_score = rule, score
+    return best
+
+
+def mean_out_of_range(accuracy: pd.DataFrame, networks: pd.DataFrame, length: int, **where: str) -> float:
+    """Mean out-of-range accuracy at ``length`` over the learned networks matching ``where`` (NaN if none)."""
+    learned = networks[networks.learned]
+    for key, value in where.items():
+        learned = learned[learned[key] == value]
+    sub = accuracy[(accuracy.metric == "out_of_range") & (accuracy.length == length)]
+    sub = sub.merge(learned[NETWORK_KEYS], on=NETWORK_KEYS)
+    return float(sub.accuracy.mean()) if len(sub) else float("nan")
+
+
+def unseen_plane_change(planes: pd.DataFrame, init: str) -> float:
+    """Median relative weight change of the base-10^4 retrieval heads' planes that turn less than once within T."""
+    if not len(planes):
+        return float("nan")
+    sub = planes[(planes.init == init) & (planes.base_kind == "standard") & (planes.turns_in_T < 1.0)]
+    return float(sub.weight_change.median()) if len(sub) else float("nan")
+
+
+def claim_values(study: InitializationStudy, p: Parameters) -> dict[str, float]:
+    """Every registered number of the chapter from its study."""
+    nets, acc = study.networks, study.accuracy
+    T = p.train_length
+    lengths = doubling_lengths(T, p.length_factor)
+    cells = collapse_cells(nets, lengths)
+    expected = np.array([GPT2_STD * f for f in nets.init_factor])
+    values = dict(
+        fresh_seeds=float(len(set(p.seed_list) & CHAPTER6_SEEDS)),
+        init_scale_applied=float(np.max(np.abs(nets.init_query_std.to_numpy() / expected - 1))),
+        not_learned=float((~nets.learned).sum()),
+        without_retrieval_head=float((nets.learned & (nets.retrieval_heads == 0)).sum()),
+        wide_init_helps=mean_out_of_range(acc, nets, 2 * T, init="all", base_kind="standard")
+        - mean_out_of_range(acc, nets, 2 * T, init="gpt2", base_kind="standard"),
+        qk_init_gain_2T=mean_out_of_range(acc, nets, 2 * T, init="qk", base_kind="standard")
+        - mean_out_of_range(acc, nets, 2 * T, init="gpt2", base_kind="standard"),
+        fix_helps_gpt2=mean_out_of_range(acc, nets, 4 * T, init="gpt2", base_kind="identifiable")
+        - mean_out_of_range(acc, nets, 4 * T, init="gpt2", base_kind="standard"),
+        fix_gain_wide_4T=mean_out_of_range(acc, nets, 4 * T, init="all", base_kind="identifiable")
+        - mean_out_of_range(acc, nets, 4 * T, init="all", base_kind="standard"),
+        collapse_predicted=balanced_accuracy(cells.collapsed, cells.predicted) if len(cells) else float("nan"),
+        collapse_length_only=balanced_accuracy(cells.collapsed, length_only_rule(cells)) if len(cells) else float("nan"),
+        collapse_measured_rule=balanced_accuracy(cells.collapsed, cells.measured) if len(cells) else float("nan"),
+        unseen_plane_change_gpt2=unseen_plane_change(study.planes, "gpt2"),
+        unseen_plane_change_wide=unseen_plane_change(study.planes, "all"),
+    )
+    return values
