@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import math
 from dataclasses import dataclass
 
@@ -33,6 +34,8 @@ import pandas as pd
 import torch
 
 from ..book.parameters import ParameterError, parameter
+from ..book.paths import SWEEPS_DIR
+from ..book.sweep import expand, load_spec, results_table
 from ..model.encodings import identifiable_base, plane_index
 from ..model.evaluation import doubling_lengths, length_sweep
 from ..model.training import TrainedRun
@@ -55,6 +58,8 @@ GPT2_STD = 0.02  # the standard deviation of chapter 6's initialization (lengthg
 STANDARD_BASE = 10_000.0
 LEARNED_ACCURACY = 0.99  # in-range accuracy at T a network must reach before its extrapolation is judged
 CHAPTER6_SEEDS = frozenset(range(0, 3)) | frozenset(HELD_OUT_SEEDS)  # seeds chapter 6 trained or reserved
+INIT_HELD_OUT_SEEDS = tuple(range(500, 520))  # this chapter's committed sweep draws here, reserved before it ran
+HELD_OUT_CHECKS = ("wide_init_helps", "fix_helps_gpt2", "collapse_predicted", "unseen_share_wide_lower")
 
 
 @dataclass(frozen=True)
@@ -106,9 +111,19 @@ class Parameters(Seeds, Task, LengthSweep, Execution):
     fixed_turns: float = parameter("full turns of the slowest plane within T at the identifiable base", 0.1, 100.0)
     kernel_batch: int = parameter("sequences for the measured kernels", 1, 256)
     retrieval_mass: float = parameter("in-range mass on offset k that marks a retrieval head", 0.0, 1.0)
+    committed_sweep: str = parameter("committed sweep of this chapter (a folder of data/sweeps) whose runs on held-out "
+                                     "seeds are read beside this run's; '' for none (what the sweep's own runs use)")
 
     def check(self) -> None:
         super().check()
+        if self.committed_sweep and not (SWEEPS_DIR / self.committed_sweep / "spec.yaml").exists():
+            known = sorted(p.parent.name for p in SWEEPS_DIR.glob("*/spec.yaml"))
+            raise ParameterError(f"parameter 'committed_sweep' = {self.committed_sweep!r} is out of range: no "
+                                 f"data/sweeps/{self.committed_sweep}/spec.yaml; committed sweeps: {known} (or '')")
+        if self.committed_sweep and set(self.seed_list) & set(INIT_HELD_OUT_SEEDS):
+            raise ParameterError(f"parameter 'seed_start' = {self.seed_start} is out of range: with a committed sweep, "
+                                 f"this page's seeds must avoid the sweep's held-out seeds {INIT_HELD_OUT_SEEDS[0]} .. "
+                                 f"{INIT_HELD_OUT_SEEDS[-1]}")
         for name in ("heads", "compare_heads"):
             n = getattr(self, name)
             if self.dim % n or (self.dim // n) % 2 or self.dim // n < 4:
@@ -186,6 +201,27 @@ CLAIMS = (
              "of training, of the query and key weights of the planes that do not turn a full circle within T "
              "(base 10^4)"),
     reported("unseen_plane_change_wide", "the same for the 'all x s' initialization"),
+    Claim("unseen_share_wide_lower", "median share of the planes that turn less than once within T in the amplitude "
+          "of the base-10^4 retrieval heads' mean-query-and-key kernel: GPT-2 initialization minus 'all x s' "
+          "(learned networks; per network the median over its retrieval heads)", ">", 0.0,
+          "The account of what the initialization does: from the wider initialization the unseen planes keep a "
+          "smaller part of the kernel, so their phases, which training cannot see, move the logit beyond T less. A "
+          "wrong account (the wide initialization helps through the MLP or the embedding, with the planes alike) "
+          "fails it.",
+          revised="Formulated after the first run of this chapter at its defaults was read (there: 0.11 of the "
+                  "amplitude against 0.035); registered with held_out_failures before the committed sweep ran, so "
+                  "its evidence is the held-out runs."),
+    reported("unseen_share_gpt2", "median unseen-plane share of the amplitude, GPT-2 initialization (base 10^4)"),
+    reported("unseen_share_wide", "median unseen-plane share of the amplitude, 'all x s' (base 10^4)"),
+    reported("unseen_share_rank_correlation", "Spearman correlation, over the learned base-10^4 networks of every "
+             "initialization, between the unseen-plane share and out-of-range accuracy at 2T"),
+    Claim("held_out_complete", "runs the committed sweep's spec lists that have no record made by this code and this "
+          "notebook", "==", 0, "Sanity check: the held-out runs are all there and none is stale.", role="sanity"),
+    Claim("held_out_failures", "held-out runs (committed sweep: seeds 500-519, reserved before it ran, and offsets "
+          "beside the default) in which an evidence check of this chapter fails", "==", 0,
+          "Every prediction must hold where nothing was chosen: each held-out run asserts wide_init_helps, "
+          "fix_helps_gpt2, collapse_predicted and unseen_share_wide_lower on its own networks. Registered before the "
+          "sweep ran. Without a committed sweep there is no evidence, which counts as a failure."),
 )
 
 
@@ -364,6 +400,42 @@ def unseen_plane_change(planes: pd.DataFrame, init: str) -> float:
     return float(sub.weight_change.median()) if len(sub) else float("nan")
 
 
+def unseen_shares(planes: pd.DataFrame) -> pd.DataFrame:
+    """Per base-10^4 network: the median, over its retrieval heads, of the share of the planes that turn less than once
+    within ``T`` in the sum of plane amplitudes of the head's mean-query-and-key kernel."""
+    columns = [*NETWORK_KEYS, "unseen_share"]
+    if not len(planes):
+        return pd.DataFrame(columns=columns)
+    sub = planes[planes.base_kind == "standard"].assign(unseen_amplitude=lambda d: d.amplitude * (d.turns_in_T < 1.0))
+    per_head = sub.groupby([*NETWORK_KEYS, "layer", "head"])[["unseen_amplitude", "amplitude"]].sum()
+    per_head["unseen_share"] = per_head.unseen_amplitude / per_head.amplitude
+    return per_head.groupby(NETWORK_KEYS).unseen_share.median().reset_index()[columns]
+
+
+def held_out_checks(name: str) -> tuple[pd.DataFrame, int, int]:
+    """The committed sweep ``data/sweeps/<name>``: one row per (current run of this chapter, check), with the run's
+    offset and seeds; the number of runs its spec lists; and how many of them have no record made by this code."""
+    folder = SWEEPS_DIR / name
+    keys = {r.key for r in expand(load_spec(folder / "spec.yaml")) if r.chapter == Parameters.chapter}
+    checks = results_table(folder, keys)
+    if len(checks):
+        checks["offset"] = checks.param_offsets.map(lambda o: int(json.loads(o)[0]))
+        checks["seeds"] = [f"{a}-{a + n - 1}" for a, n in zip(checks.param_seed_start, checks.param_seeds, strict=True)]
+    return checks, len(keys), len(keys - (set(checks.key) if len(checks) else set()))
+
+
+def held_out_values(name: str) -> dict[str, float]:
+    """``held_out_complete`` and ``held_out_failures`` (NaN, a failure, without a sweep or without runs)."""
+    if not name:
+        return dict(held_out_complete=0.0, held_out_failures=float("nan"))
+    checks, _, missing = held_out_checks(name)
+    if not len(checks):
+        return dict(held_out_complete=float(missing), held_out_failures=float("nan"))
+    judged = checks[checks.name.isin(HELD_OUT_CHECKS)]
+    failed = judged[judged.passed.map(lambda v: v is not True and v != 1)]
+    return dict(held_out_complete=float(missing), held_out_failures=float(failed.key.nunique()))
+
+
 def claim_values(study: InitializationStudy, p: Parameters) -> dict[str, float]:
     """Every registered number of the chapter from its study."""
     nets, acc = study.networks, study.accuracy
@@ -390,4 +462,13 @@ def claim_values(study: InitializationStudy, p: Parameters) -> dict[str, float]:
         unseen_plane_change_gpt2=unseen_plane_change(study.planes, "gpt2"),
         unseen_plane_change_wide=unseen_plane_change(study.planes, "all"),
     )
-    return values
+    shares = unseen_shares(study.planes).merge(nets[nets.learned][NETWORK_KEYS], on=NETWORK_KEYS)
+    median = shares.groupby("init").unseen_share.median()
+    values["unseen_share_gpt2"] = float(median.get("gpt2", float("nan")))
+    values["unseen_share_wide"] = float(median.get("all", float("nan")))
+    values["unseen_share_wide_lower"] = values["unseen_share_gpt2"] - values["unseen_share_wide"]
+    at_2T = acc[(acc.metric == "out_of_range") & (acc.length == 2 * T)][[*NETWORK_KEYS, "accuracy"]]
+    paired = shares.merge(at_2T, on=NETWORK_KEYS)
+    values["unseen_share_rank_correlation"] = (float(paired.unseen_share.corr(paired.accuracy, method="spearman"))
+                                               if len(paired) > 2 else float("nan"))
+    return values | held_out_values(p.committed_sweep)
