@@ -14,13 +14,18 @@ from lengthgen.chapters.initialization import (
     Parameters,
     ScaledInitRunConfig,
     balanced_accuracy,
-    hijackers_outweigh,
-    init_query_std,
+    beaten_beyond_T,
+    configuration_rule,
+    far_outweighs,
+    init_scale_error,
     initial_model,
     length_only_rule,
     network_jobs,
+    paired_shares,
     plane_changes,
     scale_initialization,
+    split_groups,
+    unseen_shares,
 )
 from lengthgen.model.training import TrainedRun, stack_key
 from lengthgen.model.transformer import NetworkRunConfig, TransformerConfig
@@ -53,28 +58,34 @@ def test_scaling_touches_exactly_the_weights_its_scope_names():
         scale_initialization(plain, 2.0, "mlp")
 
 
-def test_init_query_std_measures_the_rescaled_weights():
-    for scale in (1.0, 3.6):
-        model = ScaledInitRunConfig(model=TransformerConfig(), seed=0, init_scale=scale, init_scope="qk").build_model()
-        state = {name: p.detach() for name, p in model.named_parameters()}
-        assert init_query_std(state, 64) == pytest.approx(0.02 * scale, rel=0.05)
+def test_init_scale_error_is_zero_for_the_right_scope_and_not_for_a_wrong_one():
+    for scope in ("qk", "all"):
+        cfg = ScaledInitRunConfig(model=SMALL, seed=2, init_scale=3.6, init_scope=scope)
+        state = {name: p.detach() for name, p in cfg.build_model().named_parameters()}
+        assert init_scale_error(cfg, state) < 1e-6
+        other = cfg.with_(init_scope="all" if scope == "qk" else "qk")
+        assert init_scale_error(other, state) > 0.5  # the other scope's factors are off by s on some group
+    plain = ScaledInitRunConfig(model=SMALL, seed=2)
+    assert init_scale_error(plain, {n: p.detach() for n, p in plain.build_model().named_parameters()}) == 0.0
 
 
-def test_hijackers_outweigh_compares_their_total_softmax_weight_with_the_target():
+def test_collapse_rules_on_a_kernel():
     T, k = 8, 2
     kernel = np.zeros(32)
     kernel[k] = 1.0
-    assert not hijackers_outweigh(kernel, k, T, 32)  # nothing beats the target
+    assert not beaten_beyond_T(kernel, k, T, 32)  # nothing beats the target
     kernel[20] = 1.5
-    assert not hijackers_outweigh(kernel, k, T, 20)  # the hijacker is not inside a sequence of 20 tokens
-    assert hijackers_outweigh(kernel, k, T, 21)
-    kernel[20] = 1.0 + 1e-9  # barely above the target: its weight alone does not exceed it ...
-    assert not hijackers_outweigh(kernel, k, T, 32)
-    kernel[25] = 1.0 + 1e-9  # ... but two such offsets do
-    assert hijackers_outweigh(kernel, k, T, 32)
+    assert not beaten_beyond_T(kernel, k, T, 20)  # the offset that beats it is not inside a sequence of 20 tokens
+    assert beaten_beyond_T(kernel, k, T, 21)
     kernel[:] = 0.0
     kernel[k], kernel[3] = 1.0, 5.0  # offsets inside the training range never count
-    assert not hijackers_outweigh(kernel, k, T, 32)
+    assert not beaten_beyond_T(kernel, k, T, 32) and not far_outweighs(kernel, k, T, T + 1)
+    # the softmax version adds up offsets below the target: 24 far offsets at -2 against the target at 1
+    kernel[T:] = -2.0
+    assert not beaten_beyond_T(kernel, k, T, 32)
+    assert far_outweighs(kernel, k, T, 32) == (24 * np.exp(-3.0) > 1.0)
+    kernel[T:] = -5.0
+    assert not far_outweighs(kernel, k, T, 32)
 
 
 def test_balanced_accuracy_and_the_best_length_only_rule():
@@ -86,8 +97,35 @@ def test_balanced_accuracy_and_the_best_length_only_rule():
     assert np.isnan(balanced_accuracy(np.zeros(3, bool), np.zeros(3, bool)))  # one kind absent: cannot judge
     cells = pd.DataFrame(dict(length=[64, 64, 128, 128, 256, 256], collapsed=[False, False, True, False, True, True]))
     rule = length_only_rule(cells)
-    assert list(rule) == [False, False, True, True, True, True]
-    assert balanced_accuracy(cells.collapsed, rule) == pytest.approx(0.75)
+    assert list(rule) == [False, False, False, False, True, True]  # ties with collapsing at 128 too: the fewer lengths
+    assert balanced_accuracy(cells.collapsed, rule) == pytest.approx(5 / 6)
+
+
+def test_configuration_rule_uses_only_the_other_seeds():
+    base = dict(init="gpt2", head_dim=16, base_kind="standard", offset=5, length=64)
+    cells = pd.DataFrame([dict(base, seed=s, collapsed=c) for s, c in enumerate([True, True, False])]
+                         + [dict(base, length=128, seed=s, collapsed=True) for s in range(3)]
+                         + [dict(base, init="all", seed=0, collapsed=False)])
+    rule = configuration_rule(cells)
+    # seed 0 and 1 see one collapsed and one held other seed (a tie: collapsed); seed 2 sees two collapsed
+    assert list(rule) == [True, True, True, True, True, True, True]  # a lone cell has no other seed: collapsed
+    assert list(split_groups(cells)) == [True, True, True, False, False, False, False]
+
+
+def test_unseen_shares_and_pairs():
+    rows = []
+    for init, slow in (("gpt2", 1.0), ("all", 0.25)):
+        for seed in (0, 1):
+            for plane, (turns, amplitude) in enumerate([(4.0, 3.0), (0.5, slow)]):
+                rows.append(dict(init=init, head_dim=16, base_kind="standard", offset=5, seed=seed, layer=0, head=0,
+                                 plane=plane, turns_in_T=turns, amplitude=amplitude, amplitude_init=1.0))
+    planes = pd.DataFrame(rows)
+    shares = unseen_shares(planes)
+    assert shares[shares.init == "gpt2"].unseen_share.tolist() == [0.25, 0.25]
+    assert shares[shares.init == "all"].unseen_share.tolist() == pytest.approx([0.25 / 3.25] * 2)
+    assert unseen_shares(planes, "amplitude_init").unseen_share.tolist() == [0.5] * 4
+    pairs = paired_shares(shares)
+    assert len(pairs) == 2 and (pairs.gpt2 > pairs["all"]).all()
 
 
 def test_plane_changes_see_only_the_plane_that_moved():
@@ -123,3 +161,31 @@ def test_parameters_and_jobs():
         Parameters.from_values({**good, "length_factor": 2})
     with pytest.raises(ParameterError, match="init_scale"):
         Parameters.from_values({**good, "init_scale": 0.0})
+
+
+def test_held_out_parameters_and_the_committed_sweep():
+    from lengthgen.chapters.initialization import INIT_HELD_OUT_SEEDS, held_out_checks, held_out_values
+
+    good = defaults()
+    assert good["committed_sweep"] == "initialization"
+    assert not set(Parameters.from_values(good).seed_list) & set(INIT_HELD_OUT_SEEDS)
+    with pytest.raises(ParameterError, match="committed_sweep"):
+        Parameters.from_values({**good, "committed_sweep": "no_such_sweep"})
+    with pytest.raises(ParameterError, match="held-out seeds"):
+        Parameters.from_values({**good, "seed_start": INIT_HELD_OUT_SEEDS[0]})
+    assert np.isnan(held_out_values("")["held_out_failures"])  # no sweep, no evidence: a failure
+    checks, expected, missing = held_out_checks("initialization")
+    assert expected == 3 and missing == 0  # every run the spec lists, made by this code and this notebook
+    assert set(checks.offset) == {3, 5, 7}
+    starts = {int(s.split("-")[0]) for s in checks.seeds}
+    assert all(start in INIT_HELD_OUT_SEEDS for start in starts)
+    assert set(held_out_values("initialization")) == {"held_out_complete", "held_out_failures"}
+
+
+def test_chapter_6_seeds_written_out_here_match_chapter_6():
+    from lengthgen.book.rerun import default_parameters as chapter_defaults
+    from lengthgen.chapters.transfer import HELD_OUT_SEEDS
+    from lengthgen.chapters.transfer import Parameters as TransferParameters
+
+    six = TransferParameters.from_values(chapter_defaults(REPO_ROOT / "book" / "06_transfer.ipynb"))
+    assert CHAPTER6_SEEDS == frozenset(six.seed_list) | frozenset(HELD_OUT_SEEDS)

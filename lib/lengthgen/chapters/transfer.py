@@ -42,10 +42,15 @@ from ..model.transformer import NetworkRunConfig, Transformer, TransformerConfig
 from .carrier import coherence, null_coherence
 from .claims import Claim, f32_toeplitz, reported
 from .common import GB, Execution, LengthSweep, Seeds, Task, map_stacked, power_of_two_at_least
+from .network_probes import (
+    COLLAPSE_ACCURACY,
+    EVAL_SEQUENCE_CHUNK,
+    content_averaged_kernels,
+    head_target_mass,
+    mean_query_key,
+)
 from .planes import planes_from_vectors, wrap
 
-EVAL_SEQUENCE_CHUNK = 16  # sequences per forward pass when scoring accuracy
-COLLAPSE_ACCURACY = 0.5  # last-position accuracy below which a network has collapsed at a length
 HELD_OUT_SEEDS = tuple(range(300, 320))  # the committed sweep's runs draw here, reserved before any of them ran
 RESTORE_MARGIN_SE = 3.0  # a restored answer also gains this many worst-case standard errors (0.5 / sqrt(mask_batch))
 MASKING_CHECKS = ("masking_restores", "predicted_mask_restores")  # the masking test's evidence checks
@@ -222,42 +227,6 @@ def ape_rows_untouched(run: TrainedRun) -> bool:
     """Whether every APE row at a position ``>= T`` is bitwise equal to its initial value."""
     T = run.config.train_length
     return bool(torch.equal(run.model.position[T:].detach().cpu(), run.initial_state["position"][T:].cpu()))
-
-
-@torch.no_grad()
-def head_target_mass(run: TrainedRun, length: int, batch: int) -> np.ndarray:
-    """``(layers, heads)``: mean attention on offset ``k`` over the queries ``t`` in ``[k, length)``."""
-    cfg = run.config
-    tokens, _ = task_batch(cfg.task, batch, length, cfg.vocab, cfg.offset, generator(cfg.seed, f"heads-{length}"))
-    t = torch.arange(cfg.offset, length)
-    out = []
-    for logits in run.model.attention_logits(tokens.to(run.model.device)):
-        attn = torch.softmax(logits.cpu(), -1)
-        out.append(attn[:, :, t, t - cfg.offset].mean((0, 2)).numpy())
-    return np.stack(out)
-
-
-@torch.no_grad()
-def content_averaged_kernels(run: TrainedRun, length: int, batch: int) -> np.ndarray:
-    """``(layers, heads, length)``: each head's logit at offset ``D`` averaged over queries and sequences."""
-    cfg = run.config
-    tokens, _ = task_batch(cfg.task, batch, length, cfg.vocab, cfg.offset, generator(cfg.seed, f"kernel-{length}"))
-    out = []
-    for logits in run.model.attention_logits(tokens.to(run.model.device)):
-        logits = logits.cpu()
-        rows = [torch.diagonal(logits, offset=-d, dim1=-2, dim2=-1).mean((0, 2)) for d in range(length)]
-        out.append(torch.stack(rows, dim=-1).numpy())
-    return np.stack(out)
-
-
-@torch.no_grad()
-def mean_query_key(run: TrainedRun, layer: int, head: int, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean pre-rotation query and key vectors of one head over training-length sequences."""
-    cfg = run.config
-    tokens, _ = task_batch(cfg.task, batch, cfg.train_length, cfg.vocab, cfg.offset, generator(cfg.seed, "mean-qk"))
-    x = run.model.layer_inputs(tokens.to(run.model.device))[layer]
-    q, k, _ = run.model.blocks[layer].attn.split_heads(x)
-    return q[:, head].mean((0, 1)).cpu(), k[:, head].mean((0, 1)).cpu()
 
 
 def analyse_rope_run(run: TrainedRun, p: Parameters, rng: np.random.Generator) -> tuple[list[dict], pd.DataFrame]:
