@@ -240,3 +240,23 @@ def test_mask_sets_and_verdicts():
     values = masking_values(judged)
     assert values["masking_restores"] == 0.5 and values["all_far_restored"] == 1.0
     assert np.isnan(masking_values(judged.iloc[:0])["predicted_mask_restores"])
+
+
+def test_one_definition_of_an_identifiable_plane_and_the_turning_planes_ablation():
+    from lengthgen.book.parameters import ParameterError
+    from lengthgen.book.paths import REPO_ROOT
+    from lengthgen.book.rerun import default_parameters
+    from lengthgen.chapters.transfer import TURNING_ONLY, identifiable_planes, transfer_variants, turning_planes
+
+    theta = rope_frequencies(16).numpy()  # 1, 0.316, 0.1, ...: at T = 32 only the first two turn a full circle
+    assert identifiable_planes(theta, 32).tolist() == [True, True] + [False] * 6
+    assert identifiable_planes(np.array([2 * math.pi / 32]), 32).tolist() == [True]  # exactly one turn counts
+    good = default_parameters(REPO_ROOT / "book" / "06_transfer.ipynb")
+    p = Parameters.from_values(good)
+    assert turning_planes(p) == 2
+    fixed = identifiable_base(p.dim // p.heads, p.train_length, 1.0)
+    assert identifiable_planes(rope_frequencies(p.dim // p.heads, fixed).numpy(), p.train_length).all()
+    variants = dict(transfer_variants(p))
+    assert variants[TURNING_ONLY].rope_planes == 2 and variants[TURNING_ONLY].rope_base == 10_000.0
+    with pytest.raises(ParameterError, match="train_length"):
+        Parameters.from_values({**good, "train_length": 6, "offsets": [3]})
