@@ -56,14 +56,16 @@ RESTORE_MARGIN_SE = 3.0  # a restored answer also gains this many worst-case sta
 MASKING_CHECKS = ("masking_restores", "predicted_mask_restores")  # the masking test's evidence checks
 MASK_CONDITIONS = ("unmasked", "hijackers", "predicted", "control", "runners_up", "complement", "all_far")
 IDENTIFIABLE_TURNS = 1.0  # a plane is identifiable when it turns at least this many full circles within T
+MEASURABLE_RADIANS = 1.0  # a plane's phase is measurable within T when it turns at least this far (the coherence test)
 TURNING_ONLY = "RoPE, turning planes only"  # the ablation: only the identifiable planes rotate (rope_planes)
 
 
 def identifiable_planes(freqs: np.ndarray, train_length: int) -> np.ndarray:
-    """Which planes are identifiable: the one definition of the book's chapters on networks. A plane is identifiable
-    when it turns at least ``IDENTIFIABLE_TURNS`` full circle within the training length, ``theta_m T >= 2 pi``: training
-    then shows it every phase it will ever take. (The identifiable base makes every plane so.)"""
-    return np.asarray(freqs) * train_length >= 2 * math.pi * IDENTIFIABLE_TURNS
+    """Which planes are identifiable, the book's one definition: a plane is identifiable when it turns at least
+    ``IDENTIFIABLE_TURNS`` full circle within the training length, ``theta_m T >= 2 pi`` (up to rounding): training then
+    shows it every phase it will ever take. The identifiable base makes every plane so. A weaker notion, a phase that
+    is *measurable* within ``T`` (``theta_m T > MEASURABLE_RADIANS``), is what the coherence test needs."""
+    return np.asarray(freqs) * train_length >= 2 * math.pi * IDENTIFIABLE_TURNS * (1 - 1e-9)
 
 
 @dataclass(frozen=True)
@@ -209,23 +211,36 @@ CLAIMS = (
           "own collapsed networks. Registered with them, before the sweep ran. Without a committed sweep there is no "
           "evidence, which counts as a failure."),
     reported("held_out_other_failures", "other evidence checks failing in held-out runs (RoPE against APE, the base "
-             "fix), counted over (run, check)"),
+             "fix, the turning-planes ablation), counted over (run, check)"),
     reported("masked_networks", "collapsed rotary networks the masking test judges (collapsed on its own batch too)"),
-    Claim("turning_only_2T", "mean out-of-range accuracy at 2T of RoPE (base 10^4) rotating only its identifiable planes "
-          "minus that of RoPE rotating all (both at the default head width)", ">=", 0.1,
-          "The ablation that isolates which planes are responsible: the account says the collapse comes from planes "
-          "that do not turn within T, whose phase training cannot see. Take those planes' rotation away (they then "
-          "carry no position, like NoPE) and keep the base: the drift beyond T goes with them, and what is left is "
-          "the turning planes' kernel continued, which only recurs near offsets where those few planes line up again. "
-          "If the culprit were elsewhere (the fast planes, content, the MLPs) the ablation would not help. 0.1 is a "
-          "tenth of the accuracy range; RoPE at base 10^4 is near 0.5 at 2T on the default seeds. Registered before "
-          "the ablation was first trained."),
-    reported("turning_only_4T_gain", "the same difference at 4T"),
+    Claim("turning_only_learned", "lowest in-range accuracy at T of the turning-planes networks minus the lowest of "
+          "RoPE rotating all planes", ">=", -0.02,
+          "Sanity check that makes the ablation interpretable: the network rotating fewer planes must learn the task "
+          "in range as well as the one it is compared with.", role="sanity"),
+    Claim("turning_only_2T", "mean out-of-range accuracy at 2T of RoPE (base 10^4) rotating only its identifiable "
+          "planes minus that of RoPE rotating all (the same seeds, default head width)", ">=", 0.2,
+          "The ablation that asks which planes are responsible: the account says the collapse comes from planes that do "
+          "not turn within T, whose phase training cannot see. Take those planes' rotation away and keep the base: the "
+          "drift beyond T goes with them, and what is left is the turning planes' kernel continued, which only recurs "
+          "near offsets where those few planes line up again as at k (the first near k + 119 for the two planes at "
+          "T = 32). The account predicts a large gain; 0.2 is a fifth of the accuracy range, with RoPE near 0.5 at 2T "
+          "on the default seeds. A retrained network can differ in other ways too, so a pass is evidence for the "
+          "account, not proof; and at fixed T and base the unseen planes are exactly the slowest ones, so it does not "
+          "tell 'unseen' from 'slow' (the cut of p-RoPE, Barbero et al. 2025). Registered before the ablation was first "
+          "trained.",
+          revised="Registered as >= 0.1 on the mean; raised to 0.2 with turning_only_per_seed added after a review, "
+                  "before the ablation was first trained."),
+    Claim("turning_only_per_seed", "seeds (of every offset) at which the turning-planes network does not beat RoPE "
+          "rotating all planes at 2T (out-of-range accuracy; the two share their initial weights and data)", "==", 0,
+          "The same prediction seed by seed: a mean can be carried by one seed. Registered before the ablation was "
+          "first trained."),
+    reported("turning_only_4T_gain", "the mean difference of turning_only_2T at 4T"),
     reported("turning_planes", "identifiable planes per head at base 10^4 and the default head width (the planes the "
              "ablation rotates)"),
-    reported("heads_clearing_null", "retrieval heads whose coherence, over their identifiable planes, clears the null",
-             revised="Until the turning-planes ablation, the coherence used the planes with theta_m T > 1 (a radian); now "
-                     "it uses the book's one definition of an identifiable plane, theta_m T >= 2 pi."),
+    reported("turning_only_first_hijack", "earliest hijacking offset (measured kernel beats the target) of any "
+             "turning-planes retrieval head (-1: none within the longest length)"),
+    reported("heads_clearing_null", "retrieval heads whose coherence, over the planes whose phase is measurable within T "
+             "(theta_m T > 1), clears the null"),
     reported("rope_out_of_range_16T", "RoPE (base 10^4) mean out-of-range accuracy at 16T"),
     reported("fixed_out_of_range_16T", "identifiable-base RoPE mean out-of-range accuracy at 16T"),
     reported("copy_out_of_range_max", "best copy accuracy beyond T, any encoding"),
@@ -269,16 +284,16 @@ def analyse_rope_run(run: TrainedRun, p: Parameters, rng: np.random.Generator) -
         kappa = kernels[layer, head]
         q, kv = mean_query_key(run, layer, head, p.eval_batch)
         planes = planes_from_vectors(q, kv, freqs)
-        identifiable = identifiable_planes(planes.freqs, T)
+        measurable = planes.freqs * T > MEASURABLE_RADIANS
         err = wrap(planes.phase + planes.freqs * k)
-        w = planes.amplitude[identifiable]
+        w = planes.amplitude[measurable]
         null = null_coherence(w, p.null_draws, rng)
         above = np.nonzero(kappa[T:] > kappa[k])[0]
         rows.append(dict(
             layer=int(layer), head=int(head), mass_in_range=float(mass[layer, head]),
             kernel_argmax=int(kappa[:T].argmax()), mean_kernel_argmax=int(planes.profile(np.arange(T)).argmax()),
-            coherence=coherence(w, err[identifiable]), null_q999=float(np.quantile(null, 0.999)),
-            n_identifiable=int(identifiable.sum()),
+            coherence=coherence(w, err[measurable]), null_q999=float(np.quantile(null, 0.999)),
+            n_measurable=int(measurable.sum()),
             kernel_at_k=float(kappa[k]), far_max=float(kappa[T:].max()), far_argmax=int(T + kappa[T:].argmax()),
             first_hijack=int(T + above[0]) if len(above) else -1,
             amplitude_sum=float(planes.amplitude.sum()), mean_kernel_at_k=float(planes.profile(np.array([k]))[0]),
@@ -441,7 +456,7 @@ def measure_network(run: TrainedRun, job: tuple[str, Parameters]) -> dict:
                                            strict=True):
             row["mass_by_length"], row["hijacked_by_length"] = target, hijacked
         collapse = first_collapse(sweep[sweep.metric == "last"].set_index("length").accuracy)
-        if not math.isnan(collapse):
+        if not math.isnan(collapse) and label != TURNING_ONLY:  # the masking claims pool the other rotary networks
             tag = f"{label}-k{cfg.offset}-{int(collapse)}"
             mask_rng = np.random.default_rng(derive_seed(cfg.seed, f"transfer-mask-{tag}"))
             out["masking"] = dict(masking_test(run, chosen, int(collapse), p.mask_batch, mask_rng, f"masking-{tag}"),
@@ -528,7 +543,7 @@ def transfer_jobs(p: Parameters) -> list[tuple[NetworkRunConfig, tuple[str, Para
 MASKING_COLUMNS = ["label", "offset", "seed", "collapse_length", "masked_layers",
                    *(f"{name}_offsets" for name in MASK_CONDITIONS[1:]), *(f"accuracy_{name}" for name in MASK_CONDITIONS)]
 HEAD_COLUMNS = ["label", "offset", "seed", "layer", "head", "mass_in_range", "kernel_argmax", "mean_kernel_argmax", "coherence",
-                "null_q999", "n_identifiable", "kernel_at_k", "far_max", "far_argmax", "first_hijack", "amplitude_sum",
+                "null_q999", "n_measurable", "kernel_at_k", "far_max", "far_argmax", "first_hijack", "amplitude_sum",
                 "mean_kernel_at_k", "mass_by_length", "hijacked_by_length"]
 
 
