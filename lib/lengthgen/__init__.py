@@ -28,11 +28,13 @@ and assert.
     ``equivariance`` (01), ``absolute_pinning`` (02), ``carrier`` (03), ``dilution_law`` (04),
     ``linear_control`` (05), ``transfer`` (06), ``robustness`` (07), ``position_only`` (08),
     ``connections`` (09), ``zoo`` (10), ``zoo_networks`` (11), ``sequential_complexity`` (12),
-    ``claims_summary`` (99);
+    ``initialization`` (13), ``claims_summary`` (99);
     each declares the chapter's ``Parameters``. Besides them:
     ``claims``       the claims data: every claim check with its threshold, reason and revisions
     ``common``       parameter groups and run configurations several chapters share
     ``stats``        binomial intervals, seed summaries, prediction agreement
+    ``network_probes`` what chapters 6 and 13 read off a trained network's attention: target mass per head,
+                     content-averaged kernels, mean query and key on training-length sequences
     ``planes``       a rotary kernel as one cosine per plane; max-margin and min-norm alternatives; the
                      random-phase tail that predicts the first far offset to beat the target
 
