@@ -200,13 +200,58 @@ def test_held_out_parameters_and_values():
     with pytest.raises(ParameterError, match="held-out seeds"):
         Parameters.from_values({**good, "committed_sweep": "transfer", "seed_start": HELD_OUT_SEEDS[0]})
     assert np.isnan(held_out_values(None)["held_out_masking"])  # no sweep, no evidence: a failure
-    rows = [("a", "masking_restores", 1.0, True), ("a", "fix_margin_2T", -0.1, False),
+    assert np.isnan(held_out_values(None)["held_out_carrier"])
+    rows = [("a", "masking_restores", 1.0, True), ("a", "fix_margin_2T", -0.1, False), ("a", "carrier_pooled", 1e-5, True),
             ("b", "predicted_mask_restores", 0.1, False), ("b", "held_out_masking", float("nan"), False),
-            ("b", "shift_f64", 1.0, False)]
+            ("b", "shift_f64", 1.0, False), ("b", "carrier_pooled", 0.2, False)]
     checks = pd.DataFrame([dict(key=k, name=n, value=v, passed=ok, role="proof" if n == "shift_f64" else "evidence")
                            for k, n, v, ok in rows])
     values = held_out_values(HeldOutRuns(checks, expected=3, missing=1))
-    assert values == dict(held_out_complete=1.0, held_out_masking=1.0, held_out_other_failures=1.0)
+    assert values == dict(held_out_complete=1.0, held_out_masking=1.0, held_out_carrier=1.0, held_out_other_failures=1.0)
+    no_carrier = checks[~((checks.key == "a") & (checks.name == "carrier_pooled"))]  # a run without the check fails it
+    assert held_out_values(HeldOutRuns(no_carrier, expected=3, missing=1))["held_out_carrier"] == 2.0
+
+
+def test_planes_fitted_to_a_rotary_kernel_recover_its_coefficients():
+    from lengthgen.chapters.planes import plane_features
+    from lengthgen.chapters.transfer import fit_plane_coefficients
+    from lengthgen.model.encodings import rope_frequencies
+
+    freqs = rope_frequencies(16, base=10.0).double().numpy()  # every plane turns within 256 offsets: all identifiable
+    c = np.random.default_rng(0).standard_normal(16)
+    kernel = plane_features(freqs, np.arange(256)) @ c + 3.0  # a constant softmax ignores
+    fitted, r2 = fit_plane_coefficients(kernel, freqs)
+    assert r2 > 1 - 1e-12 and np.allclose(fitted, c, atol=1e-8)
+    noisy = kernel + np.random.default_rng(1).standard_normal(256)
+    assert fit_plane_coefficients(noisy, freqs)[1] < 0.99  # the variance share can fall
+
+
+def test_the_carrier_rank_test_separates_carriers_from_task_solving_kernels():
+    from lengthgen.chapters.carrier import carrier_phases, feasible_kernels
+    from lengthgen.chapters.planes import Planes, coefficients, hard_margin_kernel, margin_rows
+    from lengthgen.chapters.transfer import POWER_MIXES, carrier_rank_test, fisher_pooled, pooled_power
+    from lengthgen.model.encodings import rope_frequencies
+
+    freqs, k, T = rope_frequencies(16).double().numpy(), 5, 32
+    g = margin_rows(freqs, k, T)
+    rng = np.random.default_rng(0)
+    amplitude = np.linspace(1.0, 0.2, 8)
+    carrier = coefficients(Planes(freqs, amplitude, carrier_phases(freqs, k)))
+    aligned = carrier_rank_test(carrier, freqs, k, T, np.random.default_rng(1), draws=40)
+    assert aligned["carrier_r2"] > 1 - 1e-9 and aligned["carrier_p"] == 1 / 41  # beats every null kernel
+    assert np.shape(aligned["carrier_mixed"]) == (len(POWER_MIXES), 40)
+    # a kernel that solves the task but is otherwise random: its p-value is uniform, not small
+    p_values = [carrier_rank_test(feasible_kernels(g, 3 * hard_margin_kernel(g), 1, rng)[0], freqs, k, T,
+                                  np.random.default_rng(10 + i), draws=40)["carrier_p"] for i in range(12)]
+    assert np.median(p_values) > 0.1 and fisher_pooled(np.array(p_values)) > 1e-3
+    assert fisher_pooled(np.full(4, 1 / 41)) < 1e-3 and np.isnan(fisher_pooled(np.array([])))
+    flat = carrier_rank_test(np.zeros(16), freqs, k, T, rng, draws=5)  # no margin: not tested
+    assert np.isnan(flat["carrier_p"]) and flat["carrier_null"] == []
+    tests = [carrier_rank_test(feasible_kernels(g, 3 * hard_margin_kernel(g), 1, rng)[0], freqs, k, T,
+                               np.random.default_rng(30 + i), draws=40) for i in range(4)]
+    power = pooled_power([np.array(t["carrier_null"]) for t in tests], [np.array(t["carrier_mixed"]) for t in tests],
+                         1e-3, 500, np.random.default_rng(2))
+    assert power[0] <= 0.01 and power[-1] >= 0.99 and np.all(np.diff(power) >= -0.05)  # size, power, rising
 
 
 def test_the_committed_transfer_sweep_is_complete_and_current():

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import torch
+from scipy.stats import chi2
 
 from ..book.parameters import ParameterError, parameter
 from ..book.paths import SWEEPS_DIR
@@ -39,7 +40,7 @@ from ..model.seeding import derive_seed, generator
 from ..model.tasks import task_batch
 from ..model.training import TrainedRun
 from ..model.transformer import NetworkRunConfig, Transformer, TransformerConfig
-from .carrier import coherence, null_coherence
+from .carrier import carrier_phases, carrier_r2, coherence, feasible_kernels, null_coherence
 from .claims import Claim, f32_toeplitz, reported
 from .common import GB, Execution, LengthSweep, Seeds, Task, map_stacked, power_of_two_at_least
 from .network_probes import (
@@ -49,7 +50,7 @@ from .network_probes import (
     head_target_mass,
     mean_query_key,
 )
-from .planes import planes_from_vectors, wrap
+from .planes import MIN_NORM_RCOND, Planes, coefficients, margin_rows, plane_features, planes_from_vectors, wrap
 
 HELD_OUT_SEEDS = tuple(range(300, 320))  # the committed sweep's runs draw here, reserved before any of them ran
 RESTORE_MARGIN_SE = 3.0  # a restored answer also gains this many worst-case standard errors (0.5 / sqrt(mask_batch))
@@ -58,6 +59,10 @@ MASK_CONDITIONS = ("unmasked", "hijackers", "predicted", "control", "runners_up"
 IDENTIFIABLE_TURNS = 1.0  # a plane is identifiable when it turns at least this many full circles within T
 MEASURABLE_RADIANS = 1.0  # a plane's phase is measurable within T when it turns at least this far (the coherence test)
 TURNING_ONLY = "RoPE, turning planes only"  # the ablation: only the identifiable planes rotate (rope_planes)
+CARRIER_DRAWS = 100  # task-solving random kernels per retrieval head: the carrier test's null, conditional on the task
+CARRIER_LEVEL = 1e-3  # level of the pooled carrier test (the threshold of carrier_pooled)
+POWER_MIXES = (0.0, 0.25, 0.5, 0.75, 1.0)  # weight of the aligned carrier in the alternatives the power is computed for
+POWER_REPLICATES = 4000  # draws of one alternative kernel per head when computing the pooled test's power
 
 
 def identifiable_planes(freqs: np.ndarray, train_length: int) -> np.ndarray:
@@ -211,7 +216,8 @@ CLAIMS = (
           "own collapsed networks. Registered with them, before the sweep ran. Without a committed sweep there is no "
           "evidence, which counts as a failure."),
     reported("held_out_other_failures", "other evidence checks failing in held-out runs (RoPE against APE, the base "
-             "fix, the turning-planes ablation), counted over (run, check)"),
+             "fix, the turning-planes ablation; not the carrier test, counted in held_out_carrier), counted over "
+             "(run, check)"),
     reported("masked_networks", "collapsed rotary networks the masking test judges (collapsed on its own batch too)"),
     Claim("turning_only_learned", "lowest in-range accuracy at T of the turning-planes networks minus the lowest of "
           "RoPE rotating all planes", ">=", -0.02,
@@ -239,6 +245,41 @@ CLAIMS = (
              "ablation rotates)"),
     reported("turning_only_first_hijack", "earliest hijacking offset (measured kernel beats the target) of any "
              "turning-planes retrieval head (-1: none within the longest length)"),
+    Claim("carrier_pooled", "Fisher-pooled p-value, over the retrieval heads of the rotary networks (base 10^4, "
+          "identifiable base, fewer heads; not the turning-planes ablation), of the hypothesis that the kernel of planes "
+          "fitted to each head's measured kernel kappa is no closer to its aligned carrier (chapter 3's carrier R^2 on the "
+          "training offsets) than random kernels that separate the target on every training offset by the head's own "
+          "margin, at its norm", "<=", CARRIER_LEVEL,
+          "The carrier test with the selection taken out. Heads are selected for attending to k, so their kernels peak "
+          "there and their fast planes must line up at k whatever training prefers; the old coherence test against "
+          "random phases could not separate that from a carrier. Every kernel of this null peaks at k with the head's "
+          "margin too, so what remains is whether training picked the carrier among the kernels that solve the task, "
+          "as chapter 3's single heads do one by one (carrier_specific). If it picked any of them, each head's p-value "
+          "is uniform and the pooled one falls below the level once in a thousand builds. The planes are fitted to kappa "
+          "over every measured offset (least squares on the rotary features), not read from the mean query and key. "
+          "Registered before it was first computed."),
+    Claim("carrier_test_size", "rejection rate of the pooled carrier test when every head's kernel is replaced by one "
+          "of its own null kernels (left out of its null)", "<=", 0.01,
+          "Sanity check of the test: under its null it must reject at about its level (1e-3, conservative because the "
+          "p-values are discrete); 0.01 allows the Monte Carlo error of POWER_REPLICATES draws many times over.",
+          role="sanity"),
+    Claim("carrier_test_power", "rejection rate of the pooled carrier test when every head's kernel is replaced by its "
+          "aligned carrier (the head's amplitudes, every plane in phase at k)", ">=", 0.99,
+          "Sanity check that the test can reject: the coherence test it replaces could barely have (its random-phase "
+          "null's top 0.1 % sat at 0.98-0.99 of a perfect alignment with so few measurable planes). With at least "
+          "three heads a perfect carrier in every head reaches a pooled p-value near 1e-4.", role="sanity"),
+    reported("carrier_power_half", "power of the pooled carrier test when every head's kernel is replaced by the "
+             "half-way mixture of its aligned carrier and one of its null kernels"),
+    reported("carrier_beats_q95", "share of tested retrieval heads whose carrier R^2 beats the 95 % quantile of their "
+             "own null (chapter 3's per-head criterion)"),
+    reported("carrier_heads", "retrieval heads the pooled carrier test judges"),
+    reported("carrier_untested", "retrieval heads whose fitted kernel does not separate the target on every training "
+             "offset (not tested)"),
+    reported("carrier_fit_r2_min", "smallest variance share of a retrieval head's measured kernel kappa explained by "
+             "planes fitted to it (rotary features plus a constant, every measured offset)"),
+    Claim("held_out_carrier", "held-out runs (committed sweep) in which carrier_pooled fails", "==", 0,
+          "The carrier test must hold where nothing was chosen. Registered with carrier_pooled, before either was first "
+          "computed. Without a committed sweep there is no evidence, which counts as a failure."),
     reported("heads_clearing_null", "retrieval heads whose coherence, over the planes whose phase is measurable within T "
              "(theta_m T > 1), clears the null"),
     reported("rope_out_of_range_16T", "RoPE (base 10^4) mean out-of-range accuracy at 16T"),
@@ -289,7 +330,10 @@ def analyse_rope_run(run: TrainedRun, p: Parameters, rng: np.random.Generator) -
         w = planes.amplitude[measurable]
         null = null_coherence(w, p.null_draws, rng)
         above = np.nonzero(kappa[T:] > kappa[k])[0]
-        rows.append(dict(
+        fitted_c, fit_r2 = fit_plane_coefficients(kappa, planes.freqs)
+        carrier = (carrier_rank_test(fitted_c, planes.freqs, k, T, rng) if run.config.model.rope_planes is None
+                   else {})  # the turning-planes ablation has no rotation in most planes: no carrier to test
+        rows.append(dict(fit_r2=fit_r2, **carrier,
             layer=int(layer), head=int(head), mass_in_range=float(mass[layer, head]),
             kernel_argmax=int(kappa[:T].argmax()), mean_kernel_argmax=int(planes.profile(np.arange(T)).argmax()),
             coherence=coherence(w, err[measurable]), null_q999=float(np.quantile(null, 0.999)),
@@ -301,6 +345,99 @@ def analyse_rope_run(run: TrainedRun, p: Parameters, rng: np.random.Generator) -
         profiles.append(pd.DataFrame(dict(layer=int(layer), head=int(head), delta=np.arange(longest), kernel=kappa,
                                           predicted=planes.profile(np.arange(longest)))))
     return rows, pd.concat(profiles, ignore_index=True) if profiles else pd.DataFrame()
+
+
+def fit_plane_coefficients(kernel: np.ndarray, freqs: np.ndarray) -> tuple[np.ndarray, float]:
+    """A head's planes fitted to its measured offset kernel: least squares of ``kernel(D)`` on ``[psi(D), 1]`` over the
+    offsets ``0 .. len(kernel) - 1`` (the constant absorbs what softmax ignores). Returns the coefficients ``c`` (constant
+    dropped) and the variance share of the kernel the fit explains: how close the network's kernel is to the rotary form
+    ``psi . c`` that a single head has exactly. Directions the offsets barely see (singular value below
+    ``MIN_NORM_RCOND`` of the largest) are left at their minimum norm."""
+    kernel = np.asarray(kernel, dtype=np.float64)
+    design = np.concatenate([plane_features(freqs, np.arange(len(kernel))), np.ones((len(kernel), 1))], axis=1)
+    solution = np.linalg.pinv(design, rcond=MIN_NORM_RCOND) @ kernel
+    residual = kernel - design @ solution
+    centred = kernel - kernel.mean()
+    return solution[:-1], float(1.0 - residual @ residual / (centred @ centred))
+
+
+def carrier_rank_test(c: np.ndarray, freqs: np.ndarray, offset: int, train_length: int,
+                      rng: np.random.Generator, draws: int = CARRIER_DRAWS) -> dict:
+    """Is the kernel ``psi . c`` closer to its aligned carrier than kernels that solve the task just as well?
+
+    The null is chapter 3's (:func:`lengthgen.chapters.carrier.feasible_kernels`): random kernels of the head's norm,
+    each moved the least distance needed to separate the target by the head's own margin on every training offset. A
+    head selected for attending to ``k`` has such a margin, so the null already contains everything the selection
+    forces; what it does not contain is any preference for the carrier. The statistic is chapter 3's carrier R^2 on the
+    training offsets; ``p = (1 + #{null >= learned}) / (draws + 1)``. For the power, ``mixed[j, i]`` is the carrier R^2
+    of ``w_j carrier + (1 - w_j) null_i`` (``w_j`` in ``POWER_MIXES``; the carrier with the head's own amplitudes). A head
+    whose fitted kernel does not separate the target on the training offsets (margin <= 0) is not tested (NaN)."""
+    g = margin_rows(freqs, offset, train_length)
+    margin = float((g @ c).min())
+    out = dict(carrier_margin=margin, carrier_r2=np.nan, carrier_p=np.nan, carrier_null_q95=np.nan,
+               carrier_null=[], carrier_mixed=[])
+    if margin <= 0:
+        return out
+    learned = carrier_r2(c, freqs, offset, train_length)
+    null_kernels = feasible_kernels(g, c, draws, rng)
+    null = np.array([carrier_r2(f, freqs, offset, train_length) for f in null_kernels])
+    half = len(freqs)
+    aligned = coefficients(Planes(freqs, np.hypot(c[:half], c[half:]), carrier_phases(freqs, offset)))
+    mixed = [[carrier_r2(w * aligned + (1 - w) * f, freqs, offset, train_length) for f in null_kernels]
+             for w in POWER_MIXES]
+    out.update(carrier_r2=learned, carrier_p=float((1 + (null >= learned).sum()) / (draws + 1)),
+               carrier_null_q95=float(np.quantile(null, 0.95)), carrier_null=null.tolist(), carrier_mixed=mixed)
+    return out
+
+
+def fisher_pooled(p_values: np.ndarray) -> float:
+    """Fisher's method: the p-value of ``-2 sum log p`` on ``chi^2`` with ``2n`` degrees of freedom (NaN without any)."""
+    p_values = np.asarray(p_values, dtype=np.float64)
+    if not len(p_values):
+        return float("nan")
+    return float(chi2.sf(-2 * np.log(p_values).sum(), 2 * len(p_values)))
+
+
+def pooled_power(nulls: list[np.ndarray], mixed: list[np.ndarray], level: float, replicates: int,
+                 rng: np.random.Generator) -> np.ndarray:
+    """Power of the pooled carrier test at ``level`` against each alternative of ``POWER_MIXES``: every head's kernel
+    replaced by one of its mixtures (a draw ``i`` at random), its p-value taken against its other ``draws - 1`` null
+    kernels (leaving ``i`` out), pooled by Fisher's method. At weight 0 this is the test's size under its own null."""
+    if not nulls:
+        return np.full(len(POWER_MIXES), np.nan)
+    log_p = []
+    for null, mix in zip(nulls, mixed, strict=True):
+        null, mix = np.asarray(null), np.asarray(mix)
+        at_least = (null[None, None, :] >= mix[:, :, None]).sum(-1) - (null[None, :] >= mix)  # leave draw i out
+        log_p.append(np.log((1 + at_least) / len(null)))  # (mixes, draws)
+    picks = [rng.integers(0, lp.shape[1], replicates) for lp in log_p]
+    total = sum(lp[:, pick] for lp, pick in zip(log_p, picks, strict=True))  # (mixes, replicates)
+    return (chi2.sf(-2 * total, 2 * len(log_p)) <= level).mean(axis=1)
+
+
+def carrier_power_curve(heads: pd.DataFrame, seed: int, labels: list[str]) -> pd.Series:
+    """Power of the pooled carrier test over the retrieval heads labelled ``labels``, indexed by the carrier's weight in
+    the alternative (``POWER_MIXES``; weight 0 is the size)."""
+    tested = heads[heads.label.isin(labels) & heads.carrier_p.notna()]
+    power = pooled_power([np.array(n) for n in tested.carrier_null], [np.array(m) for m in tested.carrier_mixed],
+                         CARRIER_LEVEL, POWER_REPLICATES, np.random.default_rng(derive_seed(seed, "carrier-power")))
+    return pd.Series(power, index=pd.Index(POWER_MIXES, name="carrier weight"), name="power")
+
+
+def carrier_values(heads: pd.DataFrame, seed: int, labels: list[str]) -> dict[str, float]:
+    """The pooled carrier test over the retrieval heads of the networks labelled ``labels``: its p-value, the heads it
+    judges, the share that beat the 95 % quantile of their own null, its size (weight 0), its power at weights 0.5 and 1,
+    and the smallest variance share the rotary fit explains. ``carrier_power_curve`` gives the power at every weight."""
+    pool = heads[heads.label.isin(labels)]
+    tested = pool[pool.carrier_p.notna()]
+    power = carrier_power_curve(heads, seed, labels).to_numpy()
+    return dict(carrier_pooled=fisher_pooled(tested.carrier_p.to_numpy()), carrier_heads=float(len(tested)),
+                carrier_untested=float(len(pool) - len(tested)),
+                carrier_beats_q95=float((tested.carrier_r2 > tested.carrier_null_q95).mean()) if len(tested) else np.nan,
+                carrier_fit_r2_min=float(pool.fit_r2.min()) if len(pool) else np.nan,
+                carrier_test_size=float(power[POWER_MIXES.index(0.0)]),
+                carrier_power_half=float(power[POWER_MIXES.index(0.5)]),
+                carrier_test_power=float(power[POWER_MIXES.index(1.0)]))
 
 
 @torch.no_grad()
@@ -489,19 +626,22 @@ def held_out_runs(name: str) -> HeldOutRuns:
 
 
 def held_out_values(held: HeldOutRuns | None) -> dict[str, float]:
-    """The held-out claims' values: missing runs, runs failing a masking check (NaN without runs), and the other
-    evidence checks' failures. The held-out claims of the sweep's own runs (NaN there) are left out."""
+    """The held-out claims' values: missing runs, runs failing a masking check, runs failing the carrier test (NaN
+    without runs), and the other evidence checks' failures. The held-out claims of the sweep's own runs (NaN there) are
+    left out."""
+    empty = dict(held_out_masking=float("nan"), held_out_carrier=float("nan"), held_out_other_failures=float("nan"))
     if held is None:
-        return dict(held_out_complete=0.0, held_out_masking=float("nan"), held_out_other_failures=float("nan"))
+        return dict(held_out_complete=0.0, **empty)
     checks = held.checks
     if not len(checks):
-        return dict(held_out_complete=float(held.missing), held_out_masking=float("nan"),
-                    held_out_other_failures=float("nan"))
+        return dict(held_out_complete=float(held.missing), **empty)
     evidence = checks[(checks.role == "evidence") & ~checks.name.str.startswith("held_out")]
     failed = evidence[evidence.passed.map(lambda v: v is False)]
     masking = failed[failed.name.isin(MASKING_CHECKS)]
+    carrier_passed = set(evidence[(evidence.name == "carrier_pooled") & evidence.passed.map(lambda v: v is True)].key)
     return dict(held_out_complete=float(held.missing), held_out_masking=float(masking.key.nunique()),
-                held_out_other_failures=float((~failed.name.isin(MASKING_CHECKS)).sum()))
+                held_out_carrier=float(len(set(checks.key) - carrier_passed)),
+                held_out_other_failures=float((~failed.name.isin((*MASKING_CHECKS, "carrier_pooled"))).sum()))
 
 
 def transfer_variants(p: Parameters) -> list[tuple[str, TransformerConfig]]:
@@ -544,7 +684,8 @@ MASKING_COLUMNS = ["label", "offset", "seed", "collapse_length", "masked_layers"
                    *(f"{name}_offsets" for name in MASK_CONDITIONS[1:]), *(f"accuracy_{name}" for name in MASK_CONDITIONS)]
 HEAD_COLUMNS = ["label", "offset", "seed", "layer", "head", "mass_in_range", "kernel_argmax", "mean_kernel_argmax", "coherence",
                 "null_q999", "n_measurable", "kernel_at_k", "far_max", "far_argmax", "first_hijack", "amplitude_sum",
-                "mean_kernel_at_k", "mass_by_length", "hijacked_by_length"]
+                "mean_kernel_at_k", "mass_by_length", "hijacked_by_length", "fit_r2", "carrier_margin", "carrier_r2",
+                "carrier_p", "carrier_null_q95", "carrier_null", "carrier_mixed"]
 
 
 @dataclass
