@@ -226,33 +226,55 @@ def test_planes_fitted_to_a_rotary_kernel_recover_its_coefficients():
     assert fit_plane_coefficients(noisy, freqs)[1] < 0.99  # the variance share can fall
 
 
-def test_the_carrier_rank_test_separates_carriers_from_task_solving_kernels():
-    from lengthgen.chapters.carrier import carrier_phases, feasible_kernels
-    from lengthgen.chapters.planes import Planes, coefficients, hard_margin_kernel, margin_rows
-    from lengthgen.chapters.transfer import POWER_MIXES, carrier_rank_test, fisher_pooled, pooled_power
+def test_the_carrier_rank_test_separates_carriers_from_equally_efficient_kernels():
+    from lengthgen.chapters.carrier import carrier_phases
+    from lengthgen.chapters.planes import Planes, coefficients, hard_margin_kernel, margin_rows, plane_features
+    from lengthgen.chapters.transfer import (
+        POWER_MIXES,
+        carrier_rank_test,
+        efficiency_matched_kernel,
+        fisher_pooled,
+        network_pooled,
+        pooled_power,
+        visible_coefficients,
+    )
     from lengthgen.model.encodings import rope_frequencies
 
     freqs, k, T = rope_frequencies(16).double().numpy(), 5, 32
-    g = margin_rows(freqs, k, T)
+    g, psi = margin_rows(freqs, k, T), plane_features(freqs, np.arange(T))
     rng = np.random.default_rng(0)
-    amplitude = np.linspace(1.0, 0.2, 8)
-    carrier = coefficients(Planes(freqs, amplitude, carrier_phases(freqs, k)))
-    aligned = carrier_rank_test(carrier, freqs, k, T, np.random.default_rng(1), draws=40)
-    assert aligned["carrier_r2"] > 1 - 1e-9 and aligned["carrier_p"] == 1 / 41  # beats every null kernel
-    assert np.shape(aligned["carrier_mixed"]) == (len(POWER_MIXES), 40)
-    # a kernel that solves the task but is otherwise random: its p-value is uniform, not small
-    p_values = [carrier_rank_test(feasible_kernels(g, 3 * hard_margin_kernel(g), 1, rng)[0], freqs, k, T,
-                                  np.random.default_rng(10 + i), draws=40)["carrier_p"] for i in range(12)]
+    carrier = coefficients(Planes(freqs, np.linspace(1.0, 0.2, 8), carrier_phases(freqs, k)))
+    aligned = carrier_rank_test(psi @ carrier + 2.0, freqs, k, np.random.default_rng(1), draws=20)
+    assert aligned["carrier_r2"] > 1 - 1e-6 and aligned["carrier_p"] == 1 / 21  # beats every null kernel
+    assert np.shape(aligned["carrier_mixed"]) == (len(POWER_MIXES), 20)
+    # the l2 max-margin kernel is as efficient as a kernel can be and has no preference for the carrier: not rejected
+    assert carrier_rank_test(psi @ hard_margin_kernel(g), freqs, k, np.random.default_rng(2), draws=20)["carrier_p"] > 0.1
+    # a null kernel matches the head's margin and norm
+    head = hard_margin_kernel(g) + 0.2 * rng.standard_normal(16)
+    c, visible = visible_coefficients(psi @ head, freqs)
+    assert np.allclose(psi @ c - (psi @ c).mean(), psi @ head - (psi @ head).mean(), atol=1e-6)
+    direction = visible @ rng.standard_normal(16)
+    null = efficiency_matched_kernel(g, direction / np.linalg.norm(direction), float((g @ c).min()), float(np.linalg.norm(c)),
+                                     visible)
+    assert np.isclose(np.linalg.norm(null), np.linalg.norm(c), rtol=1e-3) and (g @ null).min() >= (g @ c).min() - 1e-6
+    # a head drawn from its own null: p-values spread out, the pooled one is not small
+    p_values = [carrier_rank_test(psi @ efficiency_matched_kernel(g, d / np.linalg.norm(d), float((g @ c).min()),
+                                                                  float(np.linalg.norm(c)), visible),
+                                  freqs, k, np.random.default_rng(10 + i), draws=20)["carrier_p"]
+                for i, d in enumerate(rng.standard_normal((6, 16)) @ visible.T)]
     assert np.median(p_values) > 0.1 and fisher_pooled(np.array(p_values)) > 1e-3
     assert fisher_pooled(np.full(4, 1 / 41)) < 1e-3 and np.isnan(fisher_pooled(np.array([])))
-    flat = carrier_rank_test(np.zeros(16), freqs, k, T, rng, draws=5)  # no margin: not tested
+    # Bonferroni within a network: two heads of one network count once
+    assert network_pooled(np.array([0.01, 0.5]), np.array(["a", "a"])) == fisher_pooled(np.array([0.02]))
+    flat = carrier_rank_test(np.zeros(T), freqs, k, rng, draws=5)  # no margin: not tested
     assert np.isnan(flat["carrier_p"]) and flat["carrier_null"] == []
-    tests = [carrier_rank_test(feasible_kernels(g, 3 * hard_margin_kernel(g), 1, rng)[0], freqs, k, T,
-                               np.random.default_rng(30 + i), draws=40) for i in range(4)]
+    tests = [aligned] * 6
     power = pooled_power([np.array(t["carrier_null"]) for t in tests], [np.array(t["carrier_mixed"]) for t in tests],
-                         1e-3, 500, np.random.default_rng(2))
-    assert power[0] <= 0.01 and power[-1] >= 0.99 and np.all(np.diff(power) >= -0.05)  # size, power, rising
-
+                         list("abcdef"), 1e-3, 500, np.random.default_rng(2))
+    assert power[0] <= 0.01 and power[-1] == 1.0 and np.all(np.diff(power) >= -0.05)  # size, power, rising
+    one_network = pooled_power([np.array(t["carrier_null"]) for t in tests], [np.array(t["carrier_mixed"]) for t in tests],
+                               ["a"] * 6, 1e-3, 500, np.random.default_rng(2))
+    assert one_network[-1] == 0.0  # six heads of one network are one unit: 6 / 20 is no evidence
 
 def test_the_committed_transfer_sweep_is_complete_and_current():
     from lengthgen.chapters.transfer import HELD_OUT_SEEDS, held_out_runs
