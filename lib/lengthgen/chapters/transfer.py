@@ -36,6 +36,7 @@ from ..book.paths import SWEEPS_DIR
 from ..book.sweep import expand, load_spec, results_table
 from ..model.encodings import identifiable_base, rope_frequencies
 from ..model.evaluation import doubling_lengths, length_sweep
+from ..model.heads import HeadRunConfig
 from ..model.seeding import derive_seed, generator
 from ..model.tasks import task_batch
 from ..model.training import TrainedRun
@@ -57,6 +58,7 @@ from .planes import (
     margin_rows,
     plane_features,
     planes_from_vectors,
+    planes_of,
     projected_kernel,
     wrap,
 )
@@ -72,6 +74,8 @@ CARRIER_DRAWS = 100  # task-solving random kernels per retrieval head: the carri
 CARRIER_LEVEL = 1e-3  # level of the pooled carrier test (the threshold of carrier_pooled)
 POWER_MIXES = (0.0, 0.25, 0.5, 0.75, 1.0)  # weight of the aligned carrier in the alternatives the power is computed for
 POWER_REPLICATES = 4000  # draws of one alternative kernel per head when computing the pooled test's power
+CONTROL_HEADS = 5  # single rotary heads (chapter 3's, at this chapter's offset and length) that the carrier test is run on
+CHAPTER3_HEAD = dict(dim=64, steps=1000, batch=64, lr=0.01, rope_base=10_000.0)  # chapter 3's defaults (a test keeps them)
 
 
 def identifiable_planes(freqs: np.ndarray, train_length: int) -> np.ndarray:
@@ -254,12 +258,12 @@ CLAIMS = (
              "ablation rotates)"),
     reported("turning_only_first_hijack", "earliest hijacking offset (measured kernel beats the target) of any "
              "turning-planes retrieval head (-1: none within the longest length)"),
-    Claim("carrier_pooled", "pooled p-value, over the rotary networks' retrieval heads (base 10^4, identifiable base, "
+    reported("carrier_pooled", "pooled p-value, over the rotary networks' retrieval heads (base 10^4, identifiable base, "
           "fewer heads; not the turning-planes ablation), of the hypothesis that each head's kernel on the training "
           "offsets is no closer to its aligned carrier (chapter 3's carrier R^2) than random kernels that separate the "
           "target on every training offset as efficiently (the head's margin at the head's norm); Bonferroni over a "
-          "network's heads, Fisher's method across networks", "<=", CARRIER_LEVEL,
-          "The carrier test with the selection taken out. Heads are selected for attending to k, so their kernels peak "
+          "network's heads, Fisher's method across networks",
+             "The carrier test with the selection taken out. Heads are selected for attending to k, so their kernels peak "
           "there and their fast planes must line up at k whatever training prefers; the old coherence test against "
           "random phases could not separate that from a carrier. Every kernel of this null peaks at k with the head's "
           "margin and norm too, so what remains is whether training picked the carrier among the kernels that solve the "
@@ -274,7 +278,11 @@ CLAIMS = (
                   "fitted norm through nearly invisible directions, and null kernels drawn at that norm are large random "
                   "oscillations; projected null kernels were also less margin-efficient than the head; and heads of one "
                   "network are not independent. Changed then to the version above. One run of the registered version "
-                  "had finished; it was deleted unread."),
+                  "had finished; it was deleted unread. Registered as evidence (<= 1e-3, CARRIER_LEVEL) in that form; "
+                  "at its first computation it failed in the other direction (pooled p = 0.9998, no head of 30 above "
+                  "its null's 95 % quantile): the network's retrieval heads are further from the carrier than random "
+                  "kernels that solve the task as efficiently. It does not reproduce, and is reported; the single "
+                  "heads of chapter 3 pass the same test (single_head_carrier)."),
     Claim("carrier_test_size", "rejection rate of the pooled carrier test when every head's kernel is replaced by one "
           "of its own null kernels (left out of its null)", "<=", 0.01,
           "Sanity check of the p-values' arithmetic (ranks, Bonferroni, Fisher): under its own null the test must reject "
@@ -297,9 +305,17 @@ CLAIMS = (
              "(not tested)"),
     reported("carrier_fit_r2_min", "smallest variance share of a retrieval head's measured kernel kappa explained by "
              "planes fitted to it (rotary features plus a constant, every measured offset)"),
-    Claim("held_out_carrier", "held-out runs (committed sweep) in which carrier_pooled fails", "==", 0,
-          "The carrier test must hold where nothing was chosen. Registered with carrier_pooled, before either was first "
-          "computed. Without a committed sweep there is no evidence, which counts as a failure."),
+    reported("held_out_carrier", "held-out runs (committed sweep) in which the pooled carrier test does not reject "
+             "at CARRIER_LEVEL",
+             revised="Registered as a claim (== 0) with carrier_pooled; reported with it once carrier_pooled did not "
+                     "reproduce on the default seeds."),
+    Claim("single_head_carrier", f"pooled p-value of the same carrier test on {CONTROL_HEADS} single rotary heads "
+          "trained as in chapter 3 at this chapter's offset and training length (Fisher's method over heads)", "<=",
+          CARRIER_LEVEL,
+          "Positive control: the test must reject where chapter 3 finds a carrier, or a failure in the network says "
+          "nothing. Registered after it was measured once, on chapter 3's default heads (offsets 3, 5, 9, seeds 0-4: "
+          "every head's p-value 0.03 or less, pooled 4e-14), and after carrier_pooled had failed; so it is a sanity "
+          "check that the test can see a learned carrier, not evidence.", role="sanity"),
     reported("heads_clearing_null", "retrieval heads whose coherence, over the planes whose phase is measurable within T "
              "(theta_m T > 1), clears the null"),
     reported("rope_out_of_range_16T", "RoPE (base 10^4) mean out-of-range accuracy at 16T"),
@@ -434,9 +450,10 @@ def carrier_rank_test(kernel: np.ndarray, freqs: np.ndarray, offset: int, rng: n
     if margin <= 0:
         return out
     learned = carrier_r2(c, freqs, offset, train_length)
-    norm = float(np.linalg.norm(c))
+    c = c / np.linalg.norm(c)  # the statistic is scale-free; at unit norm the projections converge fast
     directions = rng.standard_normal((draws, len(c))) @ visible.T
-    null_kernels = [efficiency_matched_kernel(g, d / np.linalg.norm(d), margin, norm, visible) for d in directions]
+    null_kernels = [efficiency_matched_kernel(g, d / np.linalg.norm(d), float((g @ c).min()), 1.0, visible)
+                    for d in directions]
     null = np.array([carrier_r2(f, freqs, offset, train_length) for f in null_kernels])
     half = len(freqs)
     aligned = coefficients(Planes(freqs, np.hypot(c[:half], c[half:]), carrier_phases(freqs, offset)))
@@ -500,6 +517,24 @@ def carrier_power_curve(heads: pd.DataFrame, seed: int, labels: list[str]) -> pd
 def network_ids(heads: pd.DataFrame) -> list[str]:
     """One identifier per trained network (label, offset, seed) for every row of a heads table."""
     return [f"{label}|{offset}|{seed}" for label, offset, seed in zip(heads.label, heads.offset, heads.seed, strict=True)]
+
+
+def single_head_carrier(run: TrainedRun, _: object) -> dict:
+    """In the worker: the carrier test on a trained single head's exact kernel over the training offsets."""
+    cfg = run.config
+    kernel = planes_of(run.model).profile(np.arange(cfg.train_length))
+    rng = np.random.default_rng(derive_seed(cfg.seed, f"single-head-carrier-k{cfg.offset}"))
+    return dict(offset=cfg.offset, seed=cfg.seed, **carrier_rank_test(kernel, planes_of(run.model).freqs, cfg.offset, rng))
+
+
+def single_head_control(p: Parameters, progress: bool = True) -> pd.DataFrame:
+    """The carrier test's positive control: ``CONTROL_HEADS`` single rotary heads as chapter 3 trains them, at this
+    chapter's first offset and training length, each tested like a retrieval head (one row per head)."""
+    configs = [HeadRunConfig(kind="rope", offset=p.offsets[0], seed=seed, vocab=p.vocab, train_length=p.train_length,
+                             device=p.device, **CHAPTER3_HEAD)
+               for seed in range(p.seed_start, p.seed_start + CONTROL_HEADS)]
+    return pd.DataFrame(map_stacked(single_head_carrier, [(cfg, None) for cfg in configs], p.workers, progress,
+                                    desc="single heads"))
 
 
 def carrier_values(heads: pd.DataFrame, seed: int, labels: list[str]) -> dict[str, float]:
@@ -705,9 +740,9 @@ def held_out_runs(name: str) -> HeldOutRuns:
 
 
 def held_out_values(held: HeldOutRuns | None) -> dict[str, float]:
-    """The held-out claims' values: missing runs, runs failing a masking check, runs failing the carrier test (NaN
-    without runs), and the other evidence checks' failures. The held-out claims of the sweep's own runs (NaN there) are
-    left out."""
+    """The held-out claims' values: missing runs, runs failing a masking check, runs in which the pooled carrier test
+    does not reject (NaN without runs), and the other evidence checks' failures. The held-out claims of the sweep's own
+    runs (NaN there) are left out."""
     empty = dict(held_out_masking=float("nan"), held_out_carrier=float("nan"), held_out_other_failures=float("nan"))
     if held is None:
         return dict(held_out_complete=0.0, **empty)
@@ -717,9 +752,9 @@ def held_out_values(held: HeldOutRuns | None) -> dict[str, float]:
     evidence = checks[(checks.role == "evidence") & ~checks.name.str.startswith("held_out")]
     failed = evidence[evidence.passed.map(lambda v: v is False)]
     masking = failed[failed.name.isin(MASKING_CHECKS)]
-    carrier_passed = set(evidence[(evidence.name == "carrier_pooled") & evidence.passed.map(lambda v: v is True)].key)
+    rejects = set(checks[(checks.name == "carrier_pooled") & (checks.value <= CARRIER_LEVEL)].key)
     return dict(held_out_complete=float(held.missing), held_out_masking=float(masking.key.nunique()),
-                held_out_carrier=float(len(set(checks.key) - carrier_passed)),
+                held_out_carrier=float(len(set(checks.key) - rejects)),
                 held_out_other_failures=float((~failed.name.isin((*MASKING_CHECKS, "carrier_pooled"))).sum()))
 
 
