@@ -245,14 +245,15 @@ def test_the_carrier_rank_test_separates_carriers_from_equally_efficient_kernels
     rng = np.random.default_rng(0)
     carrier = coefficients(Planes(freqs, np.linspace(1.0, 0.2, 8), carrier_phases(freqs, k)))
     aligned = carrier_rank_test(psi @ carrier + 2.0, freqs, k, np.random.default_rng(1), draws=20)
-    assert aligned["carrier_r2"] > 1 - 1e-6 and aligned["carrier_p"] == 1 / 21  # beats every null kernel
+    assert aligned["carrier_r2"] > 0.99 and aligned["carrier_p"] == 1 / 21  # beats every null kernel (seen part only)
     assert np.shape(aligned["carrier_mixed"]) == (len(POWER_MIXES), 20)
     # the l2 max-margin kernel is as efficient as a kernel can be and has no preference for the carrier: not rejected
     assert carrier_rank_test(psi @ hard_margin_kernel(g), freqs, k, np.random.default_rng(2), draws=20)["carrier_p"] > 0.1
     # a null kernel matches the head's margin and norm
     head = hard_margin_kernel(g) + 0.2 * rng.standard_normal(16)
     c, visible = visible_coefficients(psi @ head, freqs)
-    assert np.allclose(psi @ c - (psi @ c).mean(), psi @ head - (psi @ head).mean(), atol=1e-6)
+    seen, truth = psi @ c - (psi @ c).mean(), psi @ head - (psi @ head).mean()
+    assert ((seen - truth) ** 2).sum() < 1e-4 * (truth**2).sum()  # the seen part is nearly all of the kernel in range
     direction = visible @ rng.standard_normal(16)
     null = efficiency_matched_kernel(g, direction / np.linalg.norm(direction), float((g @ c).min()), float(np.linalg.norm(c)),
                                      visible)

@@ -70,7 +70,8 @@ MASK_CONDITIONS = ("unmasked", "hijackers", "predicted", "control", "runners_up"
 IDENTIFIABLE_TURNS = 1.0  # a plane is identifiable when it turns at least this many full circles within T
 MEASURABLE_RADIANS = 1.0  # a plane's phase is measurable within T when it turns at least this far (the coherence test)
 TURNING_ONLY = "RoPE, turning planes only"  # the ablation: only the identifiable planes rotate (rope_planes)
-CARRIER_DRAWS = 100  # task-solving random kernels per retrieval head: the carrier test's null, conditional on the task
+KERNEL_RCOND = 1e-3  # directions the training offsets show below this (relative) singular value are lost in kappa's noise
+CARRIER_DRAWS = 60  # task-solving random kernels per retrieval head: the carrier test's null, conditional on the task
 CARRIER_LEVEL = 1e-3  # level of the pooled carrier test (the threshold of carrier_pooled)
 POWER_MIXES = (0.0, 0.25, 0.5, 0.75, 1.0)  # weight of the aligned carrier in the alternatives the power is computed for
 POWER_REPLICATES = 4000  # draws of one alternative kernel per head when computing the pooled test's power
@@ -258,12 +259,12 @@ CLAIMS = (
              "ablation rotates)"),
     reported("turning_only_first_hijack", "earliest hijacking offset (measured kernel beats the target) of any "
              "turning-planes retrieval head (-1: none within the longest length)"),
-    reported("carrier_pooled", "pooled p-value, over the rotary networks' retrieval heads (base 10^4, identifiable base, "
+    Claim("carrier_pooled", "pooled p-value, over the rotary networks' retrieval heads (base 10^4, identifiable base, "
           "fewer heads; not the turning-planes ablation), of the hypothesis that each head's kernel on the training "
           "offsets is no closer to its aligned carrier (chapter 3's carrier R^2) than random kernels that separate the "
           "target on every training offset as efficiently (the head's margin at the head's norm); Bonferroni over a "
-          "network's heads, Fisher's method across networks",
-             "The carrier test with the selection taken out. Heads are selected for attending to k, so their kernels peak "
+          "network's heads, Fisher's method across networks", "<=", CARRIER_LEVEL,
+          "The carrier test with the selection taken out. Heads are selected for attending to k, so their kernels peak "
           "there and their fast planes must line up at k whatever training prefers; the old coherence test against "
           "random phases could not separate that from a carrier. Every kernel of this null peaks at k with the head's "
           "margin and norm too, so what remains is whether training picked the carrier among the kernels that solve the "
@@ -278,11 +279,18 @@ CLAIMS = (
                   "fitted norm through nearly invisible directions, and null kernels drawn at that norm are large random "
                   "oscillations; projected null kernels were also less margin-efficient than the head; and heads of one "
                   "network are not independent. Changed then to the version above. One run of the registered version "
-                  "had finished; it was deleted unread. Registered as evidence (<= 1e-3, CARRIER_LEVEL) in that form; "
-                  "at its first computation it failed in the other direction (pooled p = 0.9998, no head of 30 above "
-                  "its null's 95 % quantile): the network's retrieval heads are further from the carrier than random "
-                  "kernels that solve the task as efficiently. It does not reproduce, and is reported; the single "
-                  "heads of chapter 3 pass the same test (single_head_carrier)."),
+                  "had finished; it was deleted unread. At its first computation in that form it failed the other way "
+                  "(pooled p = 0.9998, no head of 30 above "
+                  "its null's 95 % quantile; the single heads of chapter 3, tested once for calibration, passed with "
+                  "every p-value 0.03 or less). Inspecting one network's heads showed why: their learned carrier R^2 "
+                  "was -13 to -125, because the minimum-norm reading kept directions that the training offsets see with "
+                  "singular value 3e-6 of the largest and multiplied kappa's measurement noise into amplitudes 5 to 8 "
+                  "times the kernel's own (the single heads' kernels are exact, without noise). The reading was changed "
+                  "to keep only directions above KERNEL_RCOND = 1e-3 (on those four heads the learned carrier R^2 is "
+                  "0.92-0.98 and the same for every cut from 1e-4 to 3e-2), and the test was rerun without any other "
+                  "change (a timing check of the new reading printed those four heads' p-values, 0.03 to 0.07, before the "
+                  "rerun); the positive control single_head_carrier was registered before that rerun. So the threshold "
+                  "is unchanged, but the measurement was fixed after one failing result."),
     Claim("carrier_test_size", "rejection rate of the pooled carrier test when every head's kernel is replaced by one "
           "of its own null kernels (left out of its null)", "<=", 0.01,
           "Sanity check of the p-values' arithmetic (ranks, Bonferroni, Fisher): under its own null the test must reject "
@@ -305,17 +313,18 @@ CLAIMS = (
              "(not tested)"),
     reported("carrier_fit_r2_min", "smallest variance share of a retrieval head's measured kernel kappa explained by "
              "planes fitted to it (rotary features plus a constant, every measured offset)"),
-    reported("held_out_carrier", "held-out runs (committed sweep) in which the pooled carrier test does not reject "
-             "at CARRIER_LEVEL",
-             revised="Registered as a claim (== 0) with carrier_pooled; reported with it once carrier_pooled did not "
-                     "reproduce on the default seeds."),
+    Claim("held_out_carrier", "held-out runs (committed sweep) in which the pooled carrier test does not reject at "
+          "CARRIER_LEVEL", "==", 0,
+          "The carrier test must hold where nothing was chosen (and where its measurement was not inspected). Registered "
+          "with carrier_pooled, before either was first computed. Without a committed sweep there is no evidence, which "
+          "counts as a failure."),
     Claim("single_head_carrier", f"pooled p-value of the same carrier test on {CONTROL_HEADS} single rotary heads "
           "trained as in chapter 3 at this chapter's offset and training length (Fisher's method over heads)", "<=",
           CARRIER_LEVEL,
           "Positive control: the test must reject where chapter 3 finds a carrier, or a failure in the network says "
           "nothing. Registered after it was measured once, on chapter 3's default heads (offsets 3, 5, 9, seeds 0-4: "
-          "every head's p-value 0.03 or less, pooled 4e-14), and after carrier_pooled had failed; so it is a sanity "
-          "check that the test can see a learned carrier, not evidence.", role="sanity"),
+          "every head's p-value 0.03 or less, pooled 4e-14), and after carrier_pooled had first failed; so it is a "
+          "sanity check that the test can see a learned carrier, not evidence.", role="sanity"),
     reported("heads_clearing_null", "retrieval heads whose coherence, over the planes whose phase is measurable within T "
              "(theta_m T > 1), clears the null"),
     reported("rope_out_of_range_16T", "RoPE (base 10^4) mean out-of-range accuracy at 16T"),
@@ -400,31 +409,50 @@ def fit_plane_coefficients(kernel: np.ndarray, freqs: np.ndarray) -> tuple[np.nd
 def visible_coefficients(kernel: np.ndarray, freqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """What the training offsets ``0 .. len(kernel) - 1`` show of a kernel: the minimum-norm coefficients ``c`` whose
     kernel ``psi . c`` equals ``kernel`` there up to a constant, and the projector onto the coefficient directions those
-    offsets see (singular value at least ``MIN_NORM_RCOND`` of the largest, features centred: softmax ignores
-    constants). Nothing beyond the training range enters, so noise or drift there cannot inflate the coefficients."""
+    offsets see (features centred: softmax ignores constants). Nothing beyond the training range enters, so noise or
+    drift there cannot inflate the coefficients. A measured kernel is noisy (content-averaged over a few sequences), and
+    a direction seen with singular value ``s`` (relative to the largest) multiplies its noise by ``1 / s``, so only the
+    directions with ``s >= KERNEL_RCOND`` count as seen; below that a kernel's amplitudes would be its noise."""
     features = plane_features(freqs, np.arange(len(kernel)))
     centred = features - features.mean(axis=0)
-    inverse = np.linalg.pinv(centred, rcond=MIN_NORM_RCOND)
+    inverse = np.linalg.pinv(centred, rcond=KERNEL_RCOND)
     kernel = np.asarray(kernel, dtype=np.float64)
     return inverse @ (kernel - kernel.mean()), inverse @ centred
 
 
 def efficiency_matched_kernel(g: np.ndarray, direction: np.ndarray, margin: float, norm: float,
-                              visible: np.ndarray, steps: int = 16) -> np.ndarray:
+                              visible: np.ndarray, tolerance: float = 1e-4) -> np.ndarray:
     """A random kernel as margin-efficient as the head: the projection (onto ``g c >= margin``) of ``s * direction``,
-    restricted to the visible directions, with the start's length ``s`` found by bisection so that the result has
-    ``norm``. The kernel nearest a start grows with the start's length, from the hard-margin kernel at ``s = 0``."""
-    def length(scale: float) -> tuple[float, np.ndarray]:
+    restricted to the visible directions, with the start's length ``s`` chosen so that the result has ``norm`` (to a
+    relative ``tolerance``). The kernel nearest a start grows with the start's length, from the hard-margin kernel at
+    ``s = 0``; the length is found by regula falsi (Illinois), a handful of projections per kernel."""
+    def excess(scale: float) -> tuple[float, np.ndarray]:
         c = visible @ projected_kernel(g, scale * direction, margin)
-        return float(np.linalg.norm(c)), c
+        return float(np.linalg.norm(c)) - norm, c
 
-    low, high = 0.0, norm
-    while length(high)[0] < norm:
+    low, (f_low, c) = 0.0, excess(0.0)
+    if f_low >= 0:  # the head is as efficient as the hard-margin kernel: nothing else is
+        return c
+    high, (f_high, c) = norm, excess(norm)
+    while f_high < 0:
+        low, f_low = high, f_high
         high *= 2
-    for _ in range(steps):
-        middle = 0.5 * (low + high)
-        low, high = (middle, high) if length(middle)[0] < norm else (low, middle)
-    return length(0.5 * (low + high))[1]
+        f_high, c = excess(high)
+    side = 0
+    while abs(f_high) > tolerance * norm:
+        middle = (low * f_high - high * f_low) / (f_high - f_low)
+        f_middle, c_middle = excess(middle)
+        if abs(f_middle) <= tolerance * norm:
+            return c_middle
+        if f_middle < 0:
+            low, f_low = middle, f_middle
+            f_high = f_high / 2 if side == -1 else f_high
+            side = -1
+        else:
+            high, f_high, c = middle, f_middle, c_middle
+            f_low = f_low / 2 if side == 1 else f_low
+            side = 1
+    return c
 
 
 def carrier_rank_test(kernel: np.ndarray, freqs: np.ndarray, offset: int, rng: np.random.Generator,
