@@ -191,7 +191,8 @@ def test_held_out_parameters_and_values():
     from lengthgen.book.parameters import ParameterError
     from lengthgen.book.paths import REPO_ROOT
     from lengthgen.book.rerun import default_parameters
-    from lengthgen.chapters.transfer import HELD_OUT_SEEDS, HeldOutRuns, held_out_values
+    from lengthgen.chapters.held_out import HeldOutRuns
+    from lengthgen.chapters.transfer import HELD_OUT_SEEDS, held_out_values
 
     good = default_parameters(REPO_ROOT / "book" / "06_transfer.ipynb")
     assert good["committed_sweep"] == "transfer" and not set(Parameters.from_values(good).seed_list) & set(HELD_OUT_SEEDS)
@@ -202,12 +203,16 @@ def test_held_out_parameters_and_values():
     assert np.isnan(held_out_values(None)["held_out_masking"])  # no sweep, no evidence: a failure
     assert np.isnan(held_out_values(None)["held_out_carrier"])
     rows = [("a", "masking_restores", 1.0, True), ("a", "fix_margin_2T", -0.1, False), ("a", "carrier_pooled", 1e-5, None),
+            ("a", "carrier_share_standard", 0.0, None), ("a", "carrier_share_identifiable", 0.5, None),
             ("b", "predicted_mask_restores", 0.1, False), ("b", "held_out_masking", float("nan"), False),
-            ("b", "shift_f64", 1.0, False), ("b", "carrier_pooled", 0.2, None)]
-    roles = dict(shift_f64="proof", carrier_pooled="reported")
+            ("b", "shift_f64", 1.0, False), ("b", "carrier_pooled", 0.2, None),
+            ("b", "carrier_share_standard", 0.5, None), ("b", "carrier_share_identifiable", 0.5, None)]
+    roles = dict(shift_f64="proof", carrier_pooled="reported", carrier_share_standard="reported",
+                 carrier_share_identifiable="reported")
     checks = pd.DataFrame([dict(key=k, name=n, value=v, passed=ok, role=roles.get(n, "evidence")) for k, n, v, ok in rows])
     values = held_out_values(HeldOutRuns(checks, expected=3, missing=1))
-    assert values == dict(held_out_complete=1.0, held_out_masking=1.0, held_out_carrier=1.0, held_out_other_failures=1.0)
+    assert values == dict(held_out_complete=1.0, held_out_masking=1.0, held_out_carrier=1.0,
+                          held_out_carrier_identifiable=1.0, held_out_other_failures=1.0)
     no_carrier = checks[~((checks.key == "a") & (checks.name == "carrier_pooled"))]  # a run without the number counts
     assert held_out_values(HeldOutRuns(no_carrier, expected=3, missing=1))["held_out_carrier"] == 2.0
 
@@ -278,9 +283,10 @@ def test_the_carrier_rank_test_separates_carriers_from_equally_efficient_kernels
     assert one_network[-1] == 0.0  # six heads of one network are one unit: 6 / 20 is no evidence
 
 def test_the_committed_transfer_sweep_is_complete_and_current():
-    from lengthgen.chapters.transfer import HELD_OUT_SEEDS, held_out_runs
+    from lengthgen.chapters.held_out import held_out_runs
+    from lengthgen.chapters.transfer import HELD_OUT_SEEDS
 
-    held = held_out_runs("transfer")
+    held = held_out_runs("transfer", "06_transfer")
     assert held.expected >= 3 and held.missing == 0, "regenerate: make sweep SPEC=data/sweeps/transfer/spec.yaml"
     starts = set(held.checks.param_seed_start)
     assert all(start in HELD_OUT_SEEDS for start in starts)

@@ -22,7 +22,6 @@ For every trained network this module measures
 from __future__ import annotations
 
 import copy
-import json
 import math
 from dataclasses import dataclass
 
@@ -33,7 +32,6 @@ from scipy.stats import chi2
 
 from ..book.parameters import ParameterError, parameter
 from ..book.paths import SWEEPS_DIR
-from ..book.sweep import expand, load_spec, results_table
 from ..model.encodings import identifiable_base, rope_frequencies
 from ..model.evaluation import doubling_lengths, length_sweep
 from ..model.heads import HeadRunConfig
@@ -44,6 +42,7 @@ from ..model.transformer import NetworkRunConfig, Transformer, TransformerConfig
 from .carrier import carrier_phases, carrier_r2, coherence, null_coherence
 from .claims import Claim, f32_toeplitz, reported
 from .common import GB, Execution, LengthSweep, Seeds, Task, map_stacked, power_of_two_at_least
+from .held_out import HeldOutRuns
 from .network_probes import (
     COLLAPSE_ACCURACY,
     EVAL_SEQUENCE_CHUNK,
@@ -69,6 +68,7 @@ MASKING_CHECKS = ("masking_restores", "predicted_mask_restores")  # the masking 
 MASK_CONDITIONS = ("unmasked", "hijackers", "predicted", "control", "runners_up", "complement", "all_far")
 IDENTIFIABLE_TURNS = 1.0  # a plane is identifiable when it turns at least this many full circles within T
 MEASURABLE_RADIANS = 1.0  # a plane's phase is measurable within T when it turns at least this far (the coherence test)
+IDENTIFIABLE = "RoPE, all planes identifiable"  # RoPE at the identifiable base
 TURNING_ONLY = "RoPE, turning planes only"  # the ablation: only the identifiable planes rotate (rope_planes)
 KERNEL_RCOND = 1e-3  # directions the training offsets show below this (relative) singular value are lost in kappa's noise
 CARRIER_DRAWS = 60  # task-solving random kernels per retrieval head: the carrier test's null, conditional on the task
@@ -230,8 +230,7 @@ CLAIMS = (
           "own collapsed networks. Registered with them, before the sweep ran. Without a committed sweep there is no "
           "evidence, which counts as a failure."),
     reported("held_out_other_failures", "other evidence checks failing in held-out runs (RoPE against APE, the base "
-             "fix, the turning-planes ablation; not the carrier test, counted in held_out_carrier), counted over "
-             "(run, check)"),
+             "fix, the turning-planes ablation), counted over (run, check)"),
     reported("masked_networks", "collapsed rotary networks the masking test judges (collapsed on its own batch too)"),
     Claim("turning_only_learned", "lowest in-range accuracy at T of the turning-planes networks minus the lowest of "
           "RoPE rotating all planes", ">=", -0.02,
@@ -259,12 +258,12 @@ CLAIMS = (
              "ablation rotates)"),
     reported("turning_only_first_hijack", "earliest hijacking offset (measured kernel beats the target) of any "
              "turning-planes retrieval head (-1: none within the longest length)"),
-    Claim("carrier_pooled", "pooled p-value, over the rotary networks' retrieval heads (base 10^4, identifiable base, "
+    reported("carrier_pooled", "pooled p-value, over the rotary networks' retrieval heads (base 10^4, identifiable base, "
           "fewer heads; not the turning-planes ablation), of the hypothesis that each head's kernel on the training "
           "offsets is no closer to its aligned carrier (chapter 3's carrier R^2) than random kernels that separate the "
           "target on every training offset as efficiently (the head's margin at the head's norm); Bonferroni over a "
-          "network's heads, Fisher's method across networks", "<=", CARRIER_LEVEL,
-          "The carrier test with the selection taken out. Heads are selected for attending to k, so their kernels peak "
+          "network's heads, Fisher's method across networks",
+             "The carrier test with the selection taken out. Heads are selected for attending to k, so their kernels peak "
           "there and their fast planes must line up at k whatever training prefers; the old coherence test against "
           "random phases could not separate that from a carrier. Every kernel of this null peaks at k with the head's "
           "margin and norm too, so what remains is whether training picked the carrier among the kernels that solve the "
@@ -290,7 +289,11 @@ CLAIMS = (
                   "0.92-0.98 and the same for every cut from 1e-4 to 3e-2), and the test was rerun without any other "
                   "change (a timing check of the new reading printed those four heads' p-values, 0.03 to 0.07, before the "
                   "rerun); the positive control single_head_carrier was registered before that rerun. So the threshold "
-                  "is unchanged, but the measurement was fixed after one failing result."),
+                  "is unchanged, but the measurement was fixed after one failing result. At that rerun it failed again, "
+                  "by less: pooled p = 0.0072 > 1e-3 (half the heads above their null's 95 % quantile, the positive "
+                  "control at 2e-5). It does not reproduce at the registered level and is reported; by variant, the "
+                  "base-10^4 heads lean nowhere (0 of 12) and the others do (15 of 18), which became a held-out "
+                  "prediction (held_out_carrier_identifiable)."),
     Claim("carrier_test_size", "rejection rate of the pooled carrier test when every head's kernel is replaced by one "
           "of its own null kernels (left out of its null)", "<=", 0.01,
           "Sanity check of the p-values' arithmetic (ranks, Bonferroni, Fisher): under its own null the test must reject "
@@ -313,11 +316,23 @@ CLAIMS = (
              "(not tested)"),
     reported("carrier_fit_r2_min", "smallest variance share of a retrieval head's measured kernel kappa explained by "
              "planes fitted to it (rotary features plus a constant, every measured offset)"),
-    Claim("held_out_carrier", "held-out runs (committed sweep) in which the pooled carrier test does not reject at "
-          "CARRIER_LEVEL", "==", 0,
-          "The carrier test must hold where nothing was chosen (and where its measurement was not inspected). Registered "
-          "with carrier_pooled, before either was first computed. Without a committed sweep there is no evidence, which "
-          "counts as a failure."),
+    reported("held_out_carrier", "held-out runs (committed sweep) in which the pooled carrier test does not reject at "
+             "CARRIER_LEVEL",
+             revised="Registered as a claim (== 0) with carrier_pooled, before either was first computed; reported with "
+                     "it once carrier_pooled did not reproduce on the default seeds, before the sweep ran."),
+    reported("carrier_share_standard", "share of the base-10^4 RoPE retrieval heads whose carrier R^2 beats their "
+             "null's 95 % quantile"),
+    reported("carrier_share_identifiable", "the same share for the identifiable-base RoPE retrieval heads"),
+    Claim("held_out_carrier_identifiable", "held-out runs (committed sweep) in which the share of identifiable-base "
+          "retrieval heads beating their null's 95 % quantile (carrier_share_identifiable) is not larger than that of "
+          "the base-10^4 heads (carrier_share_standard)", "==", 0,
+          "A prediction from the default run, tested where nothing was seen: there the base-10^4 heads were no closer to "
+          "the carrier than equally efficient random kernels (0 of 12 above their null's 95 % quantile) while the "
+          "identifiable-base heads were (10 of 12). The account says why: with every plane turning within T, training "
+          "sees each plane's phase and can line it up at k; at base 10^4 only the few fast planes are seen, and the "
+          "kernel fits the task without the carrier. Registered after the default run was read and before the held-out "
+          "sweep ran; the same seeds and offsets as every held-out check of the chapter. Without a committed sweep there "
+          "is no evidence, which counts as a failure."),
     Claim("single_head_carrier", f"pooled p-value of the same carrier test on {CONTROL_HEADS} single rotary heads "
           "trained as in chapter 3 at this chapter's offset and training length (Fisher's method over heads)", "<=",
           CARRIER_LEVEL,
@@ -565,6 +580,11 @@ def single_head_control(p: Parameters, progress: bool = True) -> pd.DataFrame:
                                     desc="single heads"))
 
 
+def beats_share(tested: pd.DataFrame) -> float:
+    """Share of tested heads whose carrier R^2 beats their own null's 95 % quantile (NaN without heads)."""
+    return float((tested.carrier_r2 > tested.carrier_null_q95).mean()) if len(tested) else float("nan")
+
+
 def carrier_values(heads: pd.DataFrame, seed: int, labels: list[str]) -> dict[str, float]:
     """The pooled carrier test over the retrieval heads of the networks labelled ``labels``: its p-value, the heads it
     judges, the share that beat the 95 % quantile of their own null, its size (weight 0), its power at weights 0.5 and 1,
@@ -575,8 +595,10 @@ def carrier_values(heads: pd.DataFrame, seed: int, labels: list[str]) -> dict[st
     return dict(carrier_pooled=network_pooled(tested.carrier_p.to_numpy(), network_ids(tested)),
                 carrier_heads=float(len(tested)), carrier_networks=float(len(set(network_ids(tested)))),
                 carrier_untested=float(len(pool) - len(tested)),
-                carrier_beats_q95=float((tested.carrier_r2 > tested.carrier_null_q95).mean()) if len(tested) else np.nan,
+                carrier_beats_q95=beats_share(tested),
                 carrier_fit_r2_min=float(pool.fit_r2.min()) if len(pool) else np.nan,
+                carrier_share_standard=beats_share(tested[tested.label == "RoPE"]),
+                carrier_share_identifiable=beats_share(tested[tested.label == IDENTIFIABLE]),
                 carrier_test_size=float(power[POWER_MIXES.index(0.0)]),
                 carrier_power_half=float(power[POWER_MIXES.index(0.5)]),
                 carrier_test_power=float(power[POWER_MIXES.index(1.0)]))
@@ -745,33 +767,13 @@ def measure_network(run: TrainedRun, job: tuple[str, Parameters]) -> dict:
     return out
 
 
-@dataclass
-class HeldOutRuns:
-    """The checks of the committed sweep's runs of this chapter that its spec lists now (fresh records only)."""
-
-    checks: pd.DataFrame  # one row per (present run, check): offset, seeds, name, value, passed, role
-    expected: int  # runs the spec lists
-    missing: int  # of those, runs with no record made by this code and this notebook
-
-
-def held_out_runs(name: str) -> HeldOutRuns:
-    """Read the committed sweep ``data/sweeps/<name>``: every current run's checks, with its offset and seeds."""
-    folder = SWEEPS_DIR / name
-    keys = {r.key for r in expand(load_spec(folder / "spec.yaml")) if r.chapter == Parameters.chapter}
-    checks = results_table(folder, keys)
-    present = set(checks.key) if len(checks) else set()
-    if len(checks):
-        checks["offset"] = checks.param_offsets.map(lambda o: int(json.loads(o)[0]))
-        checks["seeds"] = [f"{a}-{a + n - 1}" for a, n in zip(checks.param_seed_start, checks.param_seeds, strict=True)]
-        checks["passed"] = checks.passed.map(lambda v: v if v is None or v != v else bool(v))
-    return HeldOutRuns(checks, len(keys), len(keys - present))
-
-
 def held_out_values(held: HeldOutRuns | None) -> dict[str, float]:
     """The held-out claims' values: missing runs, runs failing a masking check, runs in which the pooled carrier test
-    does not reject (NaN without runs), and the other evidence checks' failures. The held-out claims of the sweep's own
+    does not reject, runs in which the identifiable-base heads beat their carrier null no more often than the
+    base-10^4 heads (NaN without runs), and the other evidence checks' failures. The held-out claims of the sweep's own
     runs (NaN there) are left out."""
-    empty = dict(held_out_masking=float("nan"), held_out_carrier=float("nan"), held_out_other_failures=float("nan"))
+    empty = dict(held_out_masking=float("nan"), held_out_carrier=float("nan"), held_out_carrier_identifiable=float("nan"),
+                 held_out_other_failures=float("nan"))
     if held is None:
         return dict(held_out_complete=0.0, **empty)
     checks = held.checks
@@ -781,9 +783,13 @@ def held_out_values(held: HeldOutRuns | None) -> dict[str, float]:
     failed = evidence[evidence.passed.map(lambda v: v is False)]
     masking = failed[failed.name.isin(MASKING_CHECKS)]
     rejects = set(checks[(checks.name == "carrier_pooled") & (checks.value <= CARRIER_LEVEL)].key)
+    shares = checks[checks.name.isin(["carrier_share_standard", "carrier_share_identifiable"])].pivot_table(
+        index="key", columns="name", values="value")
+    ahead = set(shares.index[shares.get("carrier_share_identifiable", np.nan) > shares.get("carrier_share_standard", np.nan)])
     return dict(held_out_complete=float(held.missing), held_out_masking=float(masking.key.nunique()),
                 held_out_carrier=float(len(set(checks.key) - rejects)),
-                held_out_other_failures=float((~failed.name.isin((*MASKING_CHECKS, "carrier_pooled"))).sum()))
+                held_out_carrier_identifiable=float(len(set(checks.key) - ahead)),
+                held_out_other_failures=float((~failed.name.isin(MASKING_CHECKS)).sum()))
 
 
 def transfer_variants(p: Parameters) -> list[tuple[str, TransformerConfig]]:
@@ -793,7 +799,7 @@ def transfer_variants(p: Parameters) -> list[tuple[str, TransformerConfig]]:
     fixed = identifiable_base(p.dim // p.heads, p.train_length, p.fixed_turns)
     return [
         ("RoPE", base.with_(encoding="rope")),
-        ("RoPE, all planes identifiable", base.with_(encoding="rope", rope_base=fixed)),
+        (IDENTIFIABLE, base.with_(encoding="rope", rope_base=fixed)),
         (TURNING_ONLY, base.with_(encoding="rope", rope_planes=turning_planes(p))),
         (f"RoPE, {p.compare_heads} heads", base.with_(encoding="rope", heads=p.compare_heads)),
         ("APE", base.with_(encoding="ape")),
@@ -806,7 +812,7 @@ def turning_planes(p: Parameters) -> int:
     return int(identifiable_planes(rope_frequencies(p.dim // p.heads).numpy(), p.train_length).sum())
 
 
-COPY_VARIANTS = ("RoPE", "RoPE, all planes identifiable", "APE")
+COPY_VARIANTS = ("RoPE", IDENTIFIABLE, "APE")
 
 
 def transfer_jobs(p: Parameters) -> list[tuple[NetworkRunConfig, tuple[str, Parameters]]]:
