@@ -215,6 +215,20 @@ def test_held_out_parameters_and_values():
                           held_out_carrier_identifiable=1.0, held_out_other_failures=1.0)
     no_carrier = checks[~((checks.key == "a") & (checks.name == "carrier_pooled"))]  # a run without the number counts
     assert held_out_values(HeldOutRuns(no_carrier, expected=3, missing=1))["held_out_carrier"] == 2.0
+    no_shares = checks[~checks.name.str.startswith("carrier_share")]  # runs without the shares are not ahead
+    assert held_out_values(HeldOutRuns(no_shares, expected=3, missing=1))["held_out_carrier_identifiable"] == 2.0
+    nan_share = checks.assign(value=np.where((checks.key == "a") & (checks.name == "carrier_share_standard"), np.nan,
+                                             checks.value))
+    assert held_out_values(HeldOutRuns(nan_share, expected=3, missing=1))["held_out_carrier_identifiable"] == 2.0
+
+
+def test_seen_directions_count_what_the_training_offsets_show():
+    from lengthgen.chapters.transfer import seen_directions
+    from lengthgen.model.encodings import identifiable_base, rope_frequencies
+
+    standard = seen_directions(rope_frequencies(16).double().numpy(), 32)
+    identifiable = seen_directions(rope_frequencies(16, base=identifiable_base(16, 32, 1.0)).double().numpy(), 32)
+    assert standard < identifiable <= 16 and standard >= 4  # the slow planes at base 10^4 show almost nothing
 
 
 def test_planes_fitted_to_a_rotary_kernel_recover_its_coefficients():
