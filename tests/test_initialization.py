@@ -164,7 +164,8 @@ def test_parameters_and_jobs():
 
 
 def test_held_out_parameters_and_the_committed_sweep():
-    from lengthgen.chapters.initialization import INIT_HELD_OUT_SEEDS, held_out_checks, held_out_values
+    from lengthgen.chapters.held_out import held_out_runs
+    from lengthgen.chapters.initialization import INIT_HELD_OUT_SEEDS, held_out_values
 
     good = defaults()
     assert good["committed_sweep"] == "initialization"
@@ -174,10 +175,10 @@ def test_held_out_parameters_and_the_committed_sweep():
     with pytest.raises(ParameterError, match="held-out seeds"):
         Parameters.from_values({**good, "seed_start": INIT_HELD_OUT_SEEDS[0]})
     assert np.isnan(held_out_values("")["held_out_failures"])  # no sweep, no evidence: a failure
-    checks, expected, missing = held_out_checks("initialization")
-    assert expected == 3 and missing == 0  # every run the spec lists, made by this code and this notebook
-    assert set(checks.offset) == {3, 5, 7}
-    starts = {int(s.split("-")[0]) for s in checks.seeds}
+    held = held_out_runs("initialization", "13_initialization")
+    assert held.expected == 3 and held.missing == 0  # every run the spec lists, made by this code and this notebook
+    assert set(held.checks.offset) == {3, 5, 7}
+    starts = {int(s.split("-")[0]) for s in held.checks.seeds}
     assert all(start in INIT_HELD_OUT_SEEDS for start in starts)
     assert set(held_out_values("initialization")) == {"held_out_complete", "held_out_failures"}
 

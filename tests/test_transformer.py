@@ -232,17 +232,18 @@ def test_seen_directions_count_what_the_training_offsets_show():
 
 
 def test_planes_fitted_to_a_rotary_kernel_recover_its_coefficients():
-    from lengthgen.chapters.planes import plane_features
-    from lengthgen.chapters.transfer import fit_plane_coefficients
+    from lengthgen.chapters.planes import MIN_NORM_RCOND, plane_features
+    from lengthgen.chapters.transfer import centred_coefficients, rotary_fit_r2
     from lengthgen.model.encodings import rope_frequencies
 
     freqs = rope_frequencies(16, base=10.0).double().numpy()  # every plane turns within 256 offsets: all identifiable
     c = np.random.default_rng(0).standard_normal(16)
     kernel = plane_features(freqs, np.arange(256)) @ c + 3.0  # a constant softmax ignores
-    fitted, r2 = fit_plane_coefficients(kernel, freqs)
-    assert r2 > 1 - 1e-12 and np.allclose(fitted, c, atol=1e-8)
+    fitted, projector = centred_coefficients(kernel, freqs, MIN_NORM_RCOND)
+    assert np.allclose(fitted, c, atol=1e-8) and np.allclose(projector, np.eye(16), atol=1e-8)
+    assert rotary_fit_r2(kernel, freqs) > 1 - 1e-12
     noisy = kernel + np.random.default_rng(1).standard_normal(256)
-    assert fit_plane_coefficients(noisy, freqs)[1] < 0.99  # the variance share can fall
+    assert rotary_fit_r2(noisy, freqs) < 0.99  # the variance share can fall
 
 
 def test_the_carrier_rank_test_separates_carriers_from_equally_efficient_kernels():
@@ -285,7 +286,8 @@ def test_the_carrier_rank_test_separates_carriers_from_equally_efficient_kernels
     assert np.median(p_values) > 0.1 and fisher_pooled(np.array(p_values)) > 1e-3
     assert fisher_pooled(np.full(4, 1 / 41)) < 1e-3 and np.isnan(fisher_pooled(np.array([])))
     # Bonferroni within a network: two heads of one network count once
-    assert network_pooled(np.array([0.01, 0.5]), np.array(["a", "a"])) == fisher_pooled(np.array([0.02]))
+    assert np.isclose(network_pooled(np.array([0.01, 0.5]), ["a", "a"]), fisher_pooled(np.array([0.02])), rtol=1e-12)
+    assert np.isclose(fisher_pooled(np.array([0.02])), 0.02, rtol=1e-12)  # one p-value pools to itself
     flat = carrier_rank_test(np.zeros(T), freqs, k, rng, draws=5)  # no margin: not tested
     assert np.isnan(flat["carrier_p"]) and flat["carrier_null"] == []
     tests = [aligned] * 6
@@ -357,3 +359,38 @@ def test_the_carrier_control_trains_single_heads_as_chapter_3_does():
 
     chapter3 = default_parameters(REPO_ROOT / "book" / "03_carrier.ipynb")
     assert {name: chapter3[name] for name in CHAPTER3_HEAD} == CHAPTER3_HEAD
+
+
+def test_the_carrier_summary_pools_each_variant_and_all_heads_once():
+    import pandas as pd
+
+    from lengthgen.book.paths import REPO_ROOT
+    from lengthgen.book.rerun import default_parameters
+    from lengthgen.chapters.planes import hard_margin_kernel, margin_rows, plane_features
+    from lengthgen.chapters.transfer import (
+        IDENTIFIABLE,
+        POOLED,
+        POWER_MIXES,
+        carrier_rank_test,
+        carrier_summary,
+        transfer_variants,
+    )
+    from lengthgen.model.encodings import rope_frequencies
+
+    p = Parameters.from_values({**default_parameters(REPO_ROOT / "book" / "06_transfer.ipynb"), "committed_sweep": ""})
+    models = dict(transfer_variants(p))
+    labels = ["RoPE", IDENTIFIABLE]
+    rows = []
+    for label in labels:
+        freqs = rope_frequencies(models[label].head_dim, base=models[label].rope_base).double().numpy()
+        g, psi = margin_rows(freqs, 5, p.train_length), plane_features(freqs, np.arange(p.train_length))
+        for seed in range(2):
+            head = hard_margin_kernel(g) + 0.2 * np.random.default_rng(seed).standard_normal(len(g.T))
+            test = carrier_rank_test(psi @ head, freqs, 5, np.random.default_rng(seed), draws=12)
+            rows.append(dict(label=label, offset=5, seed=seed, head=0, fit_r2=1.0, **test))
+    summary = carrier_summary(pd.DataFrame(rows), p, labels, seed=0)
+    assert list(summary.power.columns) == [*labels, POOLED] and list(summary.power.index) == list(POWER_MIXES)
+    assert list(summary.table.index) == labels and (summary.table["heads"] == 2).all()
+    assert summary.table.loc["RoPE", "seen directions"] < summary.table.loc[IDENTIFIABLE, "seen directions"]
+    assert summary.values["carrier_heads"] == 4 and summary.values["carrier_networks"] == 4
+    assert summary.values["carrier_test_size"] == summary.power.loc[0.0, POOLED]

@@ -2,8 +2,8 @@
 
 A chapter with a committed sweep (``data/sweeps/<name>``) runs itself there at its defaults on seeds reserved before
 any of those runs, at offsets beside its default, and reads the records back beside its own run. This module is that
-reader for chapter 6 (chapter 13 still has its own copy, until its sweep is next rerun): which runs the spec lists,
-which of them have a record made by this code and this notebook, and every check of those.
+reader, shared by chapters 6 and 13: which runs the spec lists, which of them have a record made by this code and
+this notebook, and every check of those.
 """
 
 from __future__ import annotations

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import json
 import math
 from dataclasses import dataclass, fields
 
@@ -35,13 +34,13 @@ import torch
 
 from ..book.parameters import ParameterError, parameter
 from ..book.paths import SWEEPS_DIR
-from ..book.sweep import expand, load_spec, results_table
 from ..model.encodings import identifiable_base, plane_index
 from ..model.evaluation import doubling_lengths, length_sweep
 from ..model.training import TrainedRun
 from ..model.transformer import NetworkRunConfig, Transformer, TransformerConfig
 from .claims import Claim, reported
 from .common import GB, Execution, LengthSweep, Seeds, Task, map_stacked, power_of_two_at_least
+from .held_out import held_out_runs
 from .network_probes import (
     COLLAPSE_ACCURACY,
     EVAL_SEQUENCE_CHUNK,
@@ -500,28 +499,16 @@ def paired_shares(shares: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([gpt2, wide], axis=1, join="inner").reset_index()
 
 
-def held_out_checks(name: str) -> tuple[pd.DataFrame, int, int]:
-    """The committed sweep ``data/sweeps/<name>``: one row per (current run of this chapter, check), with the run's
-    offset and seeds; the number of runs its spec lists; and how many of them have no record made by this code."""
-    folder = SWEEPS_DIR / name
-    keys = {r.key for r in expand(load_spec(folder / "spec.yaml")) if r.chapter == Parameters.chapter}
-    checks = results_table(folder, keys)
-    if len(checks):
-        checks["offset"] = checks.param_offsets.map(lambda o: int(json.loads(o)[0]))
-        checks["seeds"] = [f"{a}-{a + n - 1}" for a, n in zip(checks.param_seed_start, checks.param_seeds, strict=True)]
-    return checks, len(keys), len(keys - (set(checks.key) if len(checks) else set()))
-
-
 def held_out_values(name: str) -> dict[str, float]:
     """``held_out_complete`` and ``held_out_failures`` (NaN, a failure, without a sweep or without runs)."""
     if not name:
         return dict(held_out_complete=0.0, held_out_failures=float("nan"))
-    checks, _, missing = held_out_checks(name)
-    if not len(checks):
-        return dict(held_out_complete=float(missing), held_out_failures=float("nan"))
-    judged = checks[checks.name.isin(HELD_OUT_CHECKS)]
-    failed = judged[judged.passed.map(lambda v: v is not True and v != 1)]
-    return dict(held_out_complete=float(missing), held_out_failures=float(failed.key.nunique()))
+    held = held_out_runs(name, Parameters.chapter)
+    if not len(held.checks):
+        return dict(held_out_complete=float(held.missing), held_out_failures=float("nan"))
+    judged = held.checks[held.checks.name.isin(HELD_OUT_CHECKS)]
+    failed = judged[judged.passed.map(lambda v: v is not True)]
+    return dict(held_out_complete=float(held.missing), held_out_failures=float(failed.key.nunique()))
 
 
 def claim_values(study: InitializationStudy, p: Parameters) -> dict[str, float]:

@@ -39,7 +39,7 @@ from ..model.seeding import derive_seed, generator
 from ..model.tasks import task_batch
 from ..model.training import TrainedRun
 from ..model.transformer import NetworkRunConfig, Transformer, TransformerConfig
-from .carrier import carrier_phases, carrier_r2, coherence, null_coherence
+from .carrier import FEASIBLE_QUANTILE, carrier_phases, carrier_r2, coherence, explained_variance, null_coherence
 from .claims import Claim, f32_toeplitz, reported
 from .common import GB, Execution, LengthSweep, Seeds, Task, map_stacked, power_of_two_at_least
 from .held_out import HeldOutRuns
@@ -67,6 +67,7 @@ RESTORE_MARGIN_SE = 3.0  # a restored answer also gains this many worst-case sta
 MASKING_CHECKS = ("masking_restores", "predicted_mask_restores")  # the masking test's evidence checks
 MASK_CONDITIONS = ("unmasked", "hijackers", "predicted", "control", "runners_up", "complement", "all_far")
 IDENTIFIABLE_TURNS = 1.0  # a plane is identifiable when it turns at least this many full circles within T
+COHERENCE_QUANTILE = 0.999  # the quantile of the random-phase null that a head's coherence is compared with (reported)
 MEASURABLE_RADIANS = 1.0  # a plane's phase is measurable within T when it turns at least this far (the coherence test)
 IDENTIFIABLE = "RoPE, all planes identifiable"  # RoPE at the identifiable base
 TURNING_ONLY = "RoPE, turning planes only"  # the ablation: only the identifiable planes rotate (rope_planes)
@@ -400,13 +401,13 @@ def analyse_rope_run(run: TrainedRun, p: Parameters, rng: np.random.Generator) -
         w = planes.amplitude[measurable]
         null = null_coherence(w, p.null_draws, rng)
         above = np.nonzero(kappa[T:] > kappa[k])[0]
-        fit_r2 = fit_plane_coefficients(kappa, planes.freqs)[1]
+        fit_r2 = rotary_fit_r2(kappa, planes.freqs)
         carrier = (carrier_rank_test(kappa[:T], planes.freqs, k, rng) if run.config.model.rope_planes is None
                    else {})  # the turning-planes ablation has no rotation in most planes: no carrier to test
         rows.append(dict(fit_r2=fit_r2, **carrier,
             layer=int(layer), head=int(head), mass_in_range=float(mass[layer, head]),
             kernel_argmax=int(kappa[:T].argmax()), mean_kernel_argmax=int(planes.profile(np.arange(T)).argmax()),
-            coherence=coherence(w, err[measurable]), null_q999=float(np.quantile(null, 0.999)),
+            coherence=coherence(w, err[measurable]), null_q999=float(np.quantile(null, COHERENCE_QUANTILE)),
             n_measurable=int(measurable.sum()),
             kernel_at_k=float(kappa[k]), far_max=float(kappa[T:].max()), far_argmax=int(T + kappa[T:].argmax()),
             first_hijack=int(T + above[0]) if len(above) else -1,
@@ -417,32 +418,33 @@ def analyse_rope_run(run: TrainedRun, p: Parameters, rng: np.random.Generator) -
     return rows, pd.concat(profiles, ignore_index=True) if profiles else pd.DataFrame()
 
 
-def fit_plane_coefficients(kernel: np.ndarray, freqs: np.ndarray) -> tuple[np.ndarray, float]:
-    """A head's planes fitted to its measured offset kernel: least squares of ``kernel(D)`` on ``[psi(D), 1]`` over the
-    offsets ``0 .. len(kernel) - 1`` (the constant absorbs what softmax ignores). Returns the coefficients ``c`` (constant
-    dropped) and the variance share of the kernel the fit explains: how close the network's kernel is to the rotary form
-    ``psi . c`` that a single head has exactly. Directions the offsets barely see (singular value below
-    ``MIN_NORM_RCOND`` of the largest) are left at their minimum norm."""
+def centred_coefficients(kernel: np.ndarray, freqs: np.ndarray, rcond: float) -> tuple[np.ndarray, np.ndarray]:
+    """The minimum-norm coefficients ``c`` whose kernel ``psi . c`` equals ``kernel`` on the offsets
+    ``0 .. len(kernel) - 1`` up to a constant (features centred: softmax ignores constants), keeping only the
+    coefficient directions those offsets show with singular value at least ``rcond`` of the largest; and the projector
+    onto those directions."""
+    features = plane_features(freqs, np.arange(len(kernel)))
+    centred = features - features.mean(axis=0)
+    inverse = np.linalg.pinv(centred, rcond=rcond)
     kernel = np.asarray(kernel, dtype=np.float64)
-    design = np.concatenate([plane_features(freqs, np.arange(len(kernel))), np.ones((len(kernel), 1))], axis=1)
-    solution = np.linalg.pinv(design, rcond=MIN_NORM_RCOND) @ kernel
-    residual = kernel - design @ solution
-    centred = kernel - kernel.mean()
-    return solution[:-1], float(1.0 - residual @ residual / (centred @ centred))
+    return inverse @ (kernel - kernel.mean()), inverse @ centred
+
+
+def rotary_fit_r2(kernel: np.ndarray, freqs: np.ndarray) -> float:
+    """Variance share of a head's measured kernel, over every measured offset, explained by planes fitted to it (least
+    squares on the rotary features plus a constant): how close the network's kernel is to the rotary form ``psi . c``
+    that a single head has exactly."""
+    c, _ = centred_coefficients(kernel, freqs, MIN_NORM_RCOND)
+    return explained_variance(np.asarray(kernel, dtype=np.float64), plane_features(freqs, np.arange(len(kernel))) @ c)
 
 
 def visible_coefficients(kernel: np.ndarray, freqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """What the training offsets ``0 .. len(kernel) - 1`` show of a kernel: the minimum-norm coefficients ``c`` whose
-    kernel ``psi . c`` equals ``kernel`` there up to a constant, and the projector onto the coefficient directions those
-    offsets see (features centred: softmax ignores constants). Nothing beyond the training range enters, so noise or
-    drift there cannot inflate the coefficients. A measured kernel is noisy (content-averaged over a few sequences), and
-    a direction seen with singular value ``s`` (relative to the largest) multiplies its noise by ``1 / s``, so only the
-    directions with ``s >= KERNEL_RCOND`` count as seen; below that a kernel's amplitudes would be its noise."""
-    features = plane_features(freqs, np.arange(len(kernel)))
-    centred = features - features.mean(axis=0)
-    inverse = np.linalg.pinv(centred, rcond=KERNEL_RCOND)
-    kernel = np.asarray(kernel, dtype=np.float64)
-    return inverse @ (kernel - kernel.mean()), inverse @ centred
+    """What the training offsets ``0 .. len(kernel) - 1`` show of a kernel (:func:`centred_coefficients` at
+    ``KERNEL_RCOND``). Nothing beyond the training range enters, so noise or drift there cannot inflate the
+    coefficients. A measured kernel is noisy (content-averaged over a few sequences), and a direction seen with singular
+    value ``s`` (relative to the largest) multiplies its noise by ``1 / s``, so only the directions with
+    ``s >= KERNEL_RCOND`` count as seen; below that a kernel's amplitudes would be its noise."""
+    return centred_coefficients(kernel, freqs, KERNEL_RCOND)
 
 
 def seen_directions(freqs: np.ndarray, train_length: int) -> int:
@@ -520,30 +522,36 @@ def carrier_rank_test(kernel: np.ndarray, freqs: np.ndarray, offset: int, rng: n
     mixed = [[carrier_r2(w * aligned + (1 - w) * f, freqs, offset, train_length) for f in null_kernels]
              for w in POWER_MIXES]
     out.update(carrier_r2=learned, carrier_p=float((1 + (null >= learned).sum()) / (draws + 1)),
-               carrier_null_q95=float(np.quantile(null, 0.95)), carrier_null=null.tolist(), carrier_mixed=mixed)
+               carrier_null_q95=float(np.quantile(null, FEASIBLE_QUANTILE)), carrier_null=null.tolist(), carrier_mixed=mixed)
     return out
 
 
-def fisher_pooled(p_values: np.ndarray) -> float:
-    """Fisher's method: the p-value of ``-2 sum log p`` on ``chi^2`` with ``2n`` degrees of freedom (NaN without any)."""
-    p_values = np.asarray(p_values, dtype=np.float64)
+def pooled_log_p(log_p: np.ndarray, networks: list) -> np.ndarray:
+    """The pooled carrier p-value from the heads' log p-values (first axis: heads; any further axes are pooled
+    alike): within a network, the smallest of its heads' p-values times their number (Bonferroni: valid however its
+    heads depend on each other); across networks, trained independently, Fisher's method."""
+    log_p = np.asarray(log_p, dtype=np.float64)
+    groups = pd.Series(networks).astype(str)
+    per_network = [np.minimum(0.0, np.log(len(index)) + log_p[np.asarray(index)].min(axis=0))  # log min(1, n min p)
+                   for index in groups.groupby(groups).groups.values()]
+    return chi2.sf(-2 * np.sum(per_network, axis=0), 2 * len(per_network))
+
+
+def network_pooled(p_values: np.ndarray, networks: list) -> float:
+    """:func:`pooled_log_p` of the heads' p-values (NaN without any)."""
     if not len(p_values):
         return float("nan")
-    return float(chi2.sf(-2 * np.log(p_values).sum(), 2 * len(p_values)))
+    return float(pooled_log_p(np.log(np.asarray(p_values, dtype=np.float64)), list(networks)))
 
 
-def network_pooled(p_values: np.ndarray, networks: np.ndarray) -> float:
-    """The pooled carrier p-value: within a network, the smallest of its heads' p-values times their number
-    (Bonferroni: valid however its heads depend on each other); across networks, trained independently, Fisher's
-    method."""
-    frame = pd.DataFrame(dict(p=np.asarray(p_values, dtype=np.float64), network=np.asarray(networks)))
-    per_network = frame.groupby("network").p.agg(lambda p: min(1.0, len(p) * p.min()))
-    return fisher_pooled(per_network.to_numpy())
+def fisher_pooled(p_values: np.ndarray) -> float:
+    """Fisher's method over independent p-values (each its own network in :func:`pooled_log_p`; NaN without any)."""
+    return network_pooled(p_values, list(range(len(p_values))))
 
 
 def pooled_power(nulls: list[np.ndarray], mixed: list[np.ndarray], networks: list, level: float, replicates: int,
                  rng: np.random.Generator) -> np.ndarray:
-    """Rejection rate of the pooled carrier test (:func:`network_pooled`) at ``level`` against each alternative of
+    """Rejection rate of the pooled carrier test (:func:`pooled_log_p`) at ``level`` against each alternative of
     ``POWER_MIXES``: every head's kernel replaced by one of its mixtures (a draw ``i`` at random), its p-value taken
     against its other ``draws - 1`` null kernels (leaving ``i`` out). At weight 0 this checks the p-values' arithmetic
     (ranks and pooling) under the test's own null; it does not exercise the fit. The mixtures are scored against the
@@ -557,13 +565,7 @@ def pooled_power(nulls: list[np.ndarray], mixed: list[np.ndarray], networks: lis
         at_least = (null[None, None, :] >= mix[:, :, None]).sum(-1) - (null[None, :] >= mix)  # leave draw i out
         log_p.append(np.log((1 + at_least) / len(null)))  # (mixes, draws)
     picked = np.stack([lp[:, rng.integers(0, lp.shape[1], replicates)] for lp in log_p])  # (heads, mixes, replicates)
-    groups = pd.Series(networks).astype(str)
-    per_network = []
-    for _, index in groups.groupby(groups).groups.items():
-        rows = picked[np.asarray(index)]
-        per_network.append(np.minimum(0.0, np.log(len(rows)) + rows.min(axis=0)))  # log of min(1, n min p)
-    total = np.sum(per_network, axis=0)  # (mixes, replicates)
-    return (chi2.sf(-2 * total, 2 * len(per_network)) <= level).mean(axis=1)
+    return (pooled_log_p(picked, networks) <= level).mean(axis=1)
 
 
 def carrier_power_curve(heads: pd.DataFrame, seed: int, labels: list[str]) -> pd.Series:
@@ -584,9 +586,10 @@ def network_ids(heads: pd.DataFrame) -> list[str]:
 def single_head_carrier(run: TrainedRun, _: object) -> dict:
     """In the worker: the carrier test on a trained single head's exact kernel over the training offsets."""
     cfg = run.config
-    kernel = planes_of(run.model).profile(np.arange(cfg.train_length))
+    planes = planes_of(run.model)
     rng = np.random.default_rng(derive_seed(cfg.seed, f"single-head-carrier-k{cfg.offset}"))
-    return dict(offset=cfg.offset, seed=cfg.seed, **carrier_rank_test(kernel, planes_of(run.model).freqs, cfg.offset, rng))
+    test = carrier_rank_test(planes.profile(np.arange(cfg.train_length)), planes.freqs, cfg.offset, rng)
+    return dict(offset=cfg.offset, seed=cfg.seed, **test)
 
 
 def single_head_control(p: Parameters, progress: bool = True) -> pd.DataFrame:
@@ -604,13 +607,13 @@ def beats_share(tested: pd.DataFrame) -> float:
     return float((tested.carrier_r2 > tested.carrier_null_q95).mean()) if len(tested) else float("nan")
 
 
-def carrier_values(heads: pd.DataFrame, seed: int, labels: list[str]) -> dict[str, float]:
+def carrier_values(heads: pd.DataFrame, labels: list[str], power: pd.Series) -> dict[str, float]:
     """The pooled carrier test over the retrieval heads of the networks labelled ``labels``: its p-value, the heads it
-    judges, the share that beat the 95 % quantile of their own null, its size (weight 0), its power at weights 0.5 and 1,
-    and the smallest variance share the rotary fit explains. ``carrier_power_curve`` gives the power at every weight."""
+    judges, the share that beat their own null's quantile (in all, at base 10^4, at the identifiable base), its size
+    and power (from ``power``, its :func:`carrier_power_curve` over the same heads), and the smallest variance share the
+    rotary fit explains."""
     pool = heads[heads.label.isin(labels)]
     tested = pool[pool.carrier_p.notna()]
-    power = carrier_power_curve(heads, seed, labels).to_numpy()
     return dict(carrier_pooled=network_pooled(tested.carrier_p.to_numpy(), network_ids(tested)),
                 carrier_heads=float(len(tested)), carrier_networks=float(len(set(network_ids(tested)))),
                 carrier_untested=float(len(pool) - len(tested)),
@@ -618,9 +621,40 @@ def carrier_values(heads: pd.DataFrame, seed: int, labels: list[str]) -> dict[st
                 carrier_fit_r2_min=float(pool.fit_r2.min()) if len(pool) else np.nan,
                 carrier_share_standard=beats_share(tested[tested.label == "RoPE"]),
                 carrier_share_identifiable=beats_share(tested[tested.label == IDENTIFIABLE]),
-                carrier_test_size=float(power[POWER_MIXES.index(0.0)]),
-                carrier_power_half=float(power[POWER_MIXES.index(0.5)]),
-                carrier_test_power=float(power[POWER_MIXES.index(1.0)]))
+                carrier_test_size=float(power.loc[0.0]), carrier_power_half=float(power.loc[0.5]),
+                carrier_test_power=float(power.loc[1.0]))
+
+
+POOLED = "all, pooled"  # the power curve's column for every tested head together
+
+
+@dataclass
+class CarrierSummary:
+    """The carrier test over a chapter run's rotary networks."""
+
+    values: dict[str, float]  # the registered numbers (:func:`carrier_values`)
+    table: pd.DataFrame  # one row per variant: planes, seen directions, heads, R^2 against the null, pooled p, power
+    power: pd.DataFrame  # power by carrier weight: one column per variant, and POOLED
+
+
+def carrier_summary(heads: pd.DataFrame, p: Parameters, labels: list[str], seed: int) -> CarrierSummary:
+    """The carrier test's numbers, its table by variant and its power curves (each computed once)."""
+    power = pd.DataFrame({label: carrier_power_curve(heads, seed, [label]) for label in labels})
+    power[POOLED] = carrier_power_curve(heads, seed, labels)
+    models = dict(transfer_variants(p))
+    rows = []
+    for label in labels:
+        model = models[label]
+        tested = heads[(heads.label == label) & heads.carrier_p.notna()]
+        freqs = rope_frequencies(model.head_dim, base=model.rope_base).double().numpy()
+        rows.append({"label": label, "planes per head": model.head_dim // 2,
+                     "seen directions": seen_directions(freqs, p.train_length), "heads": len(tested),
+                     "networks": len(set(network_ids(tested))), "fit_r2": tested.fit_r2.median(),
+                     "carrier_r2": tested.carrier_r2.mean(), "null_q95": tested.carrier_null_q95.mean(),
+                     "beats_q95": int((tested.carrier_r2 > tested.carrier_null_q95).sum()),
+                     "pooled_p": network_pooled(tested.carrier_p.to_numpy(), network_ids(tested)),
+                     "power at weight 0.5": power.loc[0.5, label]})
+    return CarrierSummary(carrier_values(heads, labels, power[POOLED]), pd.DataFrame(rows).set_index("label"), power)
 
 
 @torch.no_grad()
