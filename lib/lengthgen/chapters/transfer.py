@@ -78,6 +78,8 @@ CARRIER_LEVEL = 1e-3  # level of the pooled carrier test (the threshold of carri
 POWER_MIXES = (0.0, 0.25, 0.5, 0.75, 1.0)  # weight of the aligned carrier in the alternatives the power is computed for
 POWER_REPLICATES = 4000  # draws of one alternative kernel per head when computing the pooled test's power
 CONTROL_HEADS = 5  # single rotary heads (chapter 3's, at this chapter's offset and length) that the carrier test is run on
+FULL_SEQUENCE_SWEEP = "zoo_networks"  # chapter 11's committed sweep: copy and reversal in this decoder, read, not retrained
+FULL_SEQUENCE_ENCODINGS = ("rope", "ape", "nope")  # the encodings of this chapter, in chapter 11's names
 CHAPTER3_HEAD = dict(dim=64, steps=1000, batch=64, lr=0.01, rope_base=10_000.0)  # chapter 3's defaults (a test keeps them)
 
 
@@ -105,8 +107,6 @@ class Parameters(Seeds, Task, LengthSweep, Execution):
     null_draws: int = parameter("random-phase kernels drawn for the coherence null", 100, 1_000_000)
     compare_heads: int = parameter("heads of the second RoPE variant (more rotary planes per head)", 1, 64)
     fixed_turns: float = parameter("full turns of the slowest plane within T, identifiable-base variant", 0.1, 100.0)
-    copy_seeds: int = parameter("seeds per encoding on the copy task", 1, 100)
-    copy_steps: int = parameter("Adam steps per copy run", 1, 100_000)
     mask_batch: int = parameter("sequences per condition (unmasked, hijackers masked, controls) in the masking test",
                                 16, 65_536)
     committed_sweep: str = parameter("committed sweep of this chapter (a folder of data/sweeps) whose runs on held-out "
@@ -355,7 +355,6 @@ CLAIMS = (
              "(theta_m T > 1), clears the null"),
     reported("rope_out_of_range_16T", "RoPE (base 10^4) mean out-of-range accuracy at 16T"),
     reported("fixed_out_of_range_16T", "identifiable-base RoPE mean out-of-range accuracy at 16T"),
-    reported("copy_out_of_range_max", "best copy accuracy beyond T, any encoding"),
 )
 
 
@@ -791,8 +790,6 @@ def measure_network(run: TrainedRun, job: tuple[str, Parameters]) -> dict:
         label=label, task=cfg.task, offset=cfg.offset, seed=cfg.seed)
     out = dict(label=label, task=cfg.task, offset=cfg.offset, seed=cfg.seed, sweep=sweep,
                final_loss=float(np.mean(run.losses[-50:])))
-    if cfg.task != "shift":
-        return out
     longest = lengths[-1]
     shift_start = longest - cfg.train_length
     out["shift_f64"] = shift_deviation(run, shift_start, torch.float64)
@@ -866,20 +863,12 @@ def turning_planes(p: Parameters) -> int:
     return int(identifiable_planes(rope_frequencies(p.dim // p.heads).numpy(), p.train_length).sum())
 
 
-COPY_VARIANTS = ("RoPE", IDENTIFIABLE, "APE")
-
-
 def transfer_jobs(p: Parameters) -> list[tuple[NetworkRunConfig, tuple[str, Parameters]]]:
-    """Every variant on shift (``seeds`` each per offset), and the copy variants (``copy_seeds`` each), with their labels."""
+    """Every variant on shift, ``seeds`` each per offset, with their labels. Copy and reversal in this decoder are
+    chapter 11's runs (:data:`FULL_SEQUENCE_SWEEP`), which this chapter reads rather than trains again."""
     shared = dict(train_length=p.train_length, batch=p.batch, lr=p.lr, device=p.device)
-    variants = transfer_variants(p)
-    jobs = [(NetworkRunConfig(model=model, task="shift", offset=k, steps=p.steps, seed=seed, **shared), (label, p))
-            for label, model in variants for k in p.offsets for seed in p.seed_list]
-    jobs += [(NetworkRunConfig(model=model, task="copy", offset=p.offsets[0], steps=p.copy_steps, seed=seed, **shared),
-              (label, p))
-             for label, model in variants if label in COPY_VARIANTS
-             for seed in range(p.seed_start, p.seed_start + p.copy_seeds)]
-    return jobs
+    return [(NetworkRunConfig(model=model, task="shift", offset=k, steps=p.steps, seed=seed, **shared), (label, p))
+            for label, model in transfer_variants(p) for k in p.offsets for seed in p.seed_list]
 
 
 MASKING_COLUMNS = ["label", "offset", "seed", "collapse_length", "masked_layers",
