@@ -9,10 +9,13 @@ from lengthgen.book.parameters import ParameterError
 from lengthgen.book.paths import REPO_ROOT
 from lengthgen.book.rerun import default_parameters
 from lengthgen.chapters.initialization import (
+    ADAM_CONTROL,
     CHAPTER6_SEEDS,
     INIT_SCHEMES,
+    STANDARD_BASE,
     Parameters,
     ScaledInitRunConfig,
+    adam_control_jobs,
     balanced_accuracy,
     beaten_beyond_T,
     configuration_rule,
@@ -126,6 +129,8 @@ def test_unseen_shares_and_pairs():
     assert unseen_shares(planes, "amplitude_init").unseen_share.tolist() == [0.5] * 4
     pairs = paired_shares(shares)
     assert len(pairs) == 2 and (pairs.gpt2 > pairs["all"]).all()
+    flipped = paired_shares(shares, "all", "gpt2")
+    assert list(flipped.columns[-2:]) == ["all", "gpt2"] and (flipped.gpt2 > flipped["all"]).all()
 
 
 def test_plane_changes_see_only_the_plane_that_moved():
@@ -151,6 +156,14 @@ def test_parameters_and_jobs():
     jobs = network_jobs(p)
     assert len(jobs) == len(INIT_SCHEMES) * 2 * 2 * len(p.offsets) * p.seeds
     assert len({stack_key(cfg) for cfg, _ in jobs}) == len(jobs) // p.seeds  # seeds of one cell train together
+    control = adam_control_jobs(p)
+    assert len(control) == 2 * len(p.offsets) * p.seeds
+    gpt2 = {(cfg.model.heads, cfg.offset, cfg.seed): cfg for cfg, (info, _) in jobs
+            if info["init"] == "gpt2" and info["base_kind"] == "standard"}
+    for cfg, (info, _) in control:
+        assert info["init"] == ADAM_CONTROL and info["base_kind"] == "standard" and cfg.model.rope_base == STANDARD_BASE
+        twin = gpt2[(cfg.model.heads, cfg.offset, cfg.seed)]
+        assert cfg == twin.with_(lr=p.lr / p.init_scale)  # the GPT-2 network of the same seed, at lr / s and nothing else
     with pytest.raises(ParameterError, match="compare_heads"):
         Parameters.from_values({**good, "compare_heads": good["heads"]})
     with pytest.raises(ParameterError, match="heads"):
@@ -175,12 +188,13 @@ def test_held_out_parameters_and_the_committed_sweep():
     with pytest.raises(ParameterError, match="held-out seeds"):
         Parameters.from_values({**good, "seed_start": INIT_HELD_OUT_SEEDS[0]})
     assert np.isnan(held_out_values("")["held_out_failures"])  # no sweep, no evidence: a failure
+    assert np.isnan(held_out_values("")["held_out_adam_control"])
     held = held_out_runs("initialization", "13_initialization")
     assert held.expected == 3 and held.missing == 0  # every run the spec lists, made by this code and this notebook
     assert set(held.checks.offset) == {3, 5, 7}
     starts = {int(s.split("-")[0]) for s in held.checks.seeds}
     assert all(start in INIT_HELD_OUT_SEEDS for start in starts)
-    assert set(held_out_values("initialization")) == {"held_out_complete", "held_out_failures"}
+    assert set(held_out_values("initialization")) == {"held_out_complete", "held_out_failures", "held_out_adam_control"}
 
 
 def test_chapter_6_seeds_written_out_here_match_chapter_6():
@@ -190,3 +204,38 @@ def test_chapter_6_seeds_written_out_here_match_chapter_6():
 
     six = TransferParameters.from_values(chapter_defaults(REPO_ROOT / "book" / "06_transfer.ipynb"))
     assert CHAPTER6_SEEDS == frozenset(six.seed_list) | frozenset(HELD_OUT_SEEDS)
+
+
+def test_adam_control_values_pair_by_seed_and_judge_learned_networks_only():
+    from lengthgen.chapters.initialization import InitializationStudy, adam_control_values
+
+    def part(init: str, accuracy: dict[int, float], unseen: dict[int, float], learned: set[int]) -> InitializationStudy:
+        keys = dict(init=init, head_dim=16, base_kind="standard", offset=5)
+        networks = pd.DataFrame([dict(keys, seed=s, learned=s in learned) for s in accuracy])
+        acc = pd.DataFrame([dict(keys, seed=s, metric="out_of_range", length=64, accuracy=a) for s, a in accuracy.items()])
+        planes = pd.DataFrame([dict(keys, seed=s, layer=0, head=0, plane=m, turns_in_T=turns, amplitude=amp,
+                                    amplitude_init=1.0, weight_change=change)
+                               for s, u in unseen.items()
+                               for m, (turns, amp, change) in enumerate([(4.0, 3.0, 0.1), (0.5, u, 2.0 * u)])])
+        return InitializationStudy(acc, networks, pd.DataFrame(), planes)
+
+    def main_study(control: InitializationStudy | None) -> InitializationStudy:
+        gpt2 = part("gpt2", {0: 0.4, 1: 0.5, 2: 0.6}, {0: 1.0, 1: 1.0, 2: 1.0}, {0, 1, 2})
+        wide = part("all", {0: 0.8, 1: 0.9, 2: 1.0}, {0: 0.1, 1: 0.1, 2: 0.1}, {0, 1, 2})  # wide gain 0.4
+        tables = [pd.concat([getattr(gpt2, t), getattr(wide, t)], ignore_index=True)
+                  for t in ("accuracy", "networks", "heads", "planes")]
+        return InitializationStudy(*tables, control=control)
+
+    p = Parameters.from_values(defaults())  # T = 32, so 2T = 64
+    unseen = {0: 0.5, 1: 2.0, 2: 0.1}  # shares 1/7, 0.4, 1/31 against GPT-2's 0.25: GPT-2 larger in seeds 0 and 2
+    values = adam_control_values(main_study(part(ADAM_CONTROL, {0: 0.9, 1: 0.8, 2: 0.0}, unseen, {0, 1, 2})), p)
+    assert values["adam_control_paired"] == 3 and values["adam_control_not_learned"] == 0
+    assert values["adam_control_gain_2T"] == pytest.approx((0.5 + 0.3 - 0.6) / 3)  # paired by seed
+    assert values["adam_control_helps"] == pytest.approx((0.5 + 0.3 - 0.6) / 3 / 0.4)  # a fraction of the wide gain
+    assert values["adam_control_share_lower"] == pytest.approx(2 / 3)
+    assert values["adam_control_change"] == pytest.approx(1.0)  # median of 1.0, 4.0 and 0.2
+    # one of three not learned: 2 pairs < ADAM_CONTROL_MIN_PAIRED of 3, so neither check is judged
+    values = adam_control_values(main_study(part(ADAM_CONTROL, {0: 0.9, 1: 0.8, 2: 0.0}, unseen, {0, 1})), p)
+    assert values["adam_control_not_learned"] == 1 and values["adam_control_gain_2T"] == pytest.approx(0.4)
+    assert np.isnan(values["adam_control_helps"]) and np.isnan(values["adam_control_share_lower"])
+    assert np.isnan(adam_control_values(main_study(None), p)["adam_control_helps"])

@@ -6,7 +6,10 @@ from three initializations:
 
 * ``gpt2``: chapter 6's, unchanged;
 * ``qk``: the same, with the query and key weights of every attention layer multiplied by ``s``;
-* ``all``: every weight matrix (embedding, attention, MLP, readout) multiplied by ``s``.
+* ``all``: every weight matrix (embedding, attention, MLP, readout) multiplied by ``s``;
+
+and, as a control for how the initialization acts (through Adam's step size relative to the weights), ``gpt2``
+trained at learning rate ``lr / s`` (base ``10^4`` only), kept apart from every comparison of the three.
 
 The default ``s`` = 3.6 makes the standard deviation about that of PyTorch's default ``nn.Linear``
 initialization at fan-in 64 (uniform on +-1/8, standard deviation 0.072). Each is crossed with the
@@ -60,6 +63,13 @@ LEARNED_ACCURACY = 0.99  # in-range accuracy at T a network must reach before it
 CHAPTER6_SEEDS = frozenset(range(0, 3)) | frozenset(range(300, 320))
 INIT_HELD_OUT_SEEDS = tuple(range(500, 520))  # this chapter's committed sweep draws here, reserved before it ran
 HELD_OUT_CHECKS = ("wide_init_helps", "fix_helps_gpt2", "collapse_predicted", "unseen_share_wide_lower")
+# The control for the Adam reading: the GPT-2 initialization trained at learning rate lr / s (base 10^4, both head
+# widths), so that Adam's steps are the same fraction of its weights as lr is of the 'all x s' weights. Its networks are
+# kept out of every pool above; registered, with ADAM_CONTROL_CHECKS, before any of them was trained.
+ADAM_CONTROL = "gpt2_lr"
+ADAM_CONTROL_LABEL = "GPT-2, lr / s"
+ADAM_CONTROL_CHECKS = ("adam_control_helps", "adam_control_share_lower")
+ADAM_CONTROL_MIN_PAIRED = 0.8  # share of the control's networks that must be learned, with a learned GPT-2 twin, to judge
 
 
 @dataclass(frozen=True)
@@ -246,6 +256,44 @@ CLAIMS = (
     reported("unseen_share_rank_correlation", "Spearman correlation, over the learned base-10^4 networks of every "
              "initialization, between the unseen-plane share and out-of-range accuracy at 2T"),
     reported("unseen_share_rank_within", "the same correlation within each initialization, averaged over the three"),
+    Claim("adam_control_helps", "gain at 2T of the GPT-2 initialization trained at learning rate lr / s over the same "
+          "networks trained at lr (mean out-of-range accuracy, paired by seed, head width and offset, base 10^4), as a "
+          "fraction of the gain of 'all x s' over GPT-2 in the same run (wide_init_helps)", ">=", 0.5,
+          "The test of the Adam reading of unseen_share_wide_lower: Adam's steps have about the learning rate's size "
+          "whatever the weights', so at lr / s every step is the same fraction of the GPT-2 weight matrices as a step "
+          "at lr is of the 'all x s' ones (not of the LayerNorm gains, which 'all x s' leaves as they are and which "
+          "therefore move s times less, relatively, in the control). If the wide initialization helps because the steps "
+          "are small next to the weights, the control must recover a good part of its gain: at least half. If it helps "
+          "through what wider weights compute from the start (sharper attention, larger logits), the control starts "
+          "exactly as the GPT-2 networks do and need not gain. A fraction rather than a fixed gain, because the wide "
+          "gain varies from run to run (0.15 to 0.40 on the held-out runs) and the account predicts a gain like it. "
+          "Judged only when the wide gain is at least wide_init_helps' bar (0.1) and at least ADAM_CONTROL_MIN_PAIRED "
+          "of the control's networks learned the task with a learned GPT-2 twin; otherwise NaN, a failure, reported as "
+          "inconclusive. A smaller rate is also less training, so a gain cannot separate small relative steps from "
+          "less drift of what training does not constrain; a gain also does not exclude that the initial function "
+          "contributes. Registered before any network at lr / s was trained; the GPT-2 and 'all x s' networks of the "
+          "default seeds and of the held-out runs (seeds 500-508) had been read, the control's had not."),
+    Claim("adam_control_share_lower", "share of the pairs of learned base-10^4 networks from the GPT-2 initialization "
+          "(same seed, head width and offset: the same initial weights and data) in which the planes that turn less "
+          "than once within T hold a larger share of the retrieval heads' kernel amplitude when trained at lr than at "
+          "lr / s (per network the median over its retrieval heads)", ">=", 0.8,
+          "What the Adam reading says the smaller steps do inside the network: the unseen planes, which the data "
+          "barely constrain, drift from their small initial size by an amount that scales with the step, while the "
+          "planes that turn are pulled to what the task needs; so their share drops. It tests that the unseen planes' "
+          "growth is drift that scales with the step size (any drift account predicts it, the Adam reading among them), "
+          "not the relative step size itself. It can fail: at initialization the unseen share is about 0.8 and training "
+          "at lr lowers it to about 0.4, so if the smaller rate only trained less the control's share would stay higher. "
+          "A coin flip per pair gives 5 of 6 or more with probability 7/64. Judged only with at least "
+          "ADAM_CONTROL_MIN_PAIRED of the control's networks paired (NaN otherwise). Registered before any network at "
+          "lr / s was trained; every held-out run must pass as well (held_out_adam_control)."),
+    reported("adam_control_not_learned", "networks at lr / s below LEARNED_ACCURACY in range at T (not judged)"),
+    reported("adam_control_paired", "control networks judged: learned, with a learned GPT-2 twin at lr"),
+    reported("adam_control_gain_2T", "gain at 2T of the control over its GPT-2 twins at lr (paired mean, learned pairs)"),
+    reported("adam_control_minus_wide_2T", "mean out-of-range accuracy at 2T, learned base-10^4 networks: GPT-2 at lr / s "
+             "minus 'all x s' at lr"),
+    reported("adam_control_change", "median relative change, over training, of the query and key weights of the unseen "
+             "planes at lr / s (the Adam reading expects it near unseen_plane_change_wide)"),
+    reported("adam_control_share", "median unseen-plane share of the amplitude after training at lr / s"),
     Claim("held_out_complete", "runs the committed sweep's spec lists that have no record made by this code and this "
           "notebook", "==", 0, "Sanity check: the held-out runs are all there and none is stale.", role="sanity"),
     Claim("held_out_failures", "held-out runs (committed sweep: seeds reserved from 500 before it ran, and offsets "
@@ -254,6 +302,11 @@ CLAIMS = (
           "fix_helps_gpt2, collapse_predicted and unseen_share_wide_lower on its own networks. Registered before the "
           "sweep ran. Without a committed sweep there is no evidence, which counts as a failure. (A held-out run has "
           "no sweep to read, so its own copy of this check fails there by design.)"),
+    Claim("held_out_adam_control", "held-out runs (committed sweep) in which adam_control_helps or "
+          "adam_control_share_lower fails", "==", 0,
+          "The Adam control's predictions must hold where nothing was chosen, in every held-out run; kept apart from "
+          "held_out_failures, whose list of checks was registered before this control existed. Registered before any "
+          "network at lr / s was trained. Without a committed sweep there is no evidence, which counts as a failure."),
 )
 
 
@@ -344,25 +397,37 @@ def measure_network(run: TrainedRun, job: tuple[dict, Parameters]) -> dict:
                 init_scale_error=init_scale_error(cfg, run.initial_state), final_loss=float(np.mean(run.losses[-50:])))
 
 
+def _network_job(p: Parameters, heads: int, base_kind: str, base: float, init: str, offset: int, seed: int,
+                 lr: float, scale: float, scope: str) -> tuple[ScaledInitRunConfig, tuple[dict, Parameters]]:
+    """One rotary network of chapter 6's shape on shift-by-``offset``, with its descriptive fields."""
+    model = TransformerConfig(vocab=p.vocab, dim=p.dim, layers=p.layers, heads=heads, max_length=p.longest,
+                              encoding="rope", rope_base=base)
+    cfg = ScaledInitRunConfig(model=model, task="shift", offset=offset, steps=p.steps, seed=seed,
+                              train_length=p.train_length, batch=p.batch, lr=lr, device=p.device, init_scale=scale,
+                              init_scope=scope)
+    return cfg, (dict(init=init, head_dim=p.dim // heads, base_kind=base_kind, base=base,
+                      init_factor=scale), p)
+
+
 def network_jobs(p: Parameters) -> list[tuple[ScaledInitRunConfig, tuple[dict, Parameters]]]:
     """Every (initialization, head count, base, offset, seed) network of the chapter, with its descriptive fields."""
     jobs = []
     for scheme in INIT_SCHEMES:
         scale, scope = scheme_scale(scheme, p.init_scale)
         for heads in p.head_counts:
-            head_dim = p.dim // heads
             for base_kind, base in (("standard", STANDARD_BASE),
-                                    ("identifiable", identifiable_base(head_dim, p.train_length, p.fixed_turns))):
-                model = TransformerConfig(vocab=p.vocab, dim=p.dim, layers=p.layers, heads=heads, max_length=p.longest,
-                                          encoding="rope", rope_base=base)
-                info = dict(init=scheme, head_dim=head_dim, base_kind=base_kind, base=base, init_factor=scale)
-                for k in p.offsets:
-                    for seed in p.seed_list:
-                        cfg = ScaledInitRunConfig(model=model, task="shift", offset=k, steps=p.steps, seed=seed,
-                                                  train_length=p.train_length, batch=p.batch, lr=p.lr, device=p.device,
-                                                  init_scale=scale, init_scope=scope)
-                        jobs.append((cfg, (info, p)))
+                                    ("identifiable", identifiable_base(p.dim // heads, p.train_length, p.fixed_turns))):
+                jobs += [_network_job(p, heads, base_kind, base, scheme, k, seed, p.lr, scale, scope)
+                         for k in p.offsets for seed in p.seed_list]
     return jobs
+
+
+def adam_control_jobs(p: Parameters) -> list[tuple[ScaledInitRunConfig, tuple[dict, Parameters]]]:
+    """The Adam control: the GPT-2 initialization at base 10^4 trained at ``lr / init_scale``, every head width, offset
+    and seed of the chapter (paired with the GPT-2 networks at ``lr`` by seed)."""
+    return [_network_job(p, heads, "standard", STANDARD_BASE, ADAM_CONTROL, k, seed, p.lr / p.init_scale,
+                         1.0, "all")
+            for heads in p.head_counts for k in p.offsets for seed in p.seed_list]
 
 
 @dataclass
@@ -371,14 +436,23 @@ class InitializationStudy:
     networks: pd.DataFrame  # one row per network: descriptive fields, learned, collapsed_<n>, predicted_<n>, ...
     heads: pd.DataFrame  # one row per retrieval head: predicted_<n>, measured_<n>
     planes: pd.DataFrame  # one row per (retrieval head, plane): amplitude and phase trained and at init, weight change
+    control: InitializationStudy | None = None  # the Adam control's networks (ADAM_CONTROL), the same tables
 
 
 NETWORK_KEYS = ["init", "head_dim", "base_kind", "offset", "seed"]
 
 
 def initialization_study(p: Parameters, progress: bool = True) -> InitializationStudy:
-    """Train every network of the chapter in ``p.workers`` processes and collect the tables."""
-    results = map_stacked(measure_network, network_jobs(p), p.workers, progress, desc="networks")
+    """Train every network of the chapter and the Adam control's in ``p.workers`` processes and collect the tables
+    (the control's apart, in ``control``)."""
+    results = map_stacked(measure_network, network_jobs(p) + adam_control_jobs(p), p.workers, progress, desc="networks")
+    study = study_tables([r for r in results if r["info"]["init"] != ADAM_CONTROL], p)
+    study.control = study_tables([r for r in results if r["info"]["init"] == ADAM_CONTROL], p)
+    return study
+
+
+def study_tables(results: list[dict], p: Parameters) -> InitializationStudy:
+    """The four tables of a list of :func:`measure_network` results."""
     accuracy = pd.concat([r["sweep"] for r in results], ignore_index=True)
     heads = pd.DataFrame([row for r in results for row in r["heads"]])
     planes = pd.DataFrame([row for r in results for row in r["planes"]])
@@ -491,24 +565,30 @@ def unseen_shares(planes: pd.DataFrame, amplitude: str = "amplitude") -> pd.Data
     return per_head.groupby(NETWORK_KEYS).unseen_share.median().reset_index()[columns]
 
 
-def paired_shares(shares: pd.DataFrame) -> pd.DataFrame:
-    """GPT-2 and 'all x s' unseen shares side by side, one row per (head width, offset, seed) that has both."""
+def paired_shares(shares: pd.DataFrame, first: str = "gpt2", second: str = "all") -> pd.DataFrame:
+    """The unseen shares of two initializations (columns named after them; GPT-2 and 'all x s' unless told) side by
+    side, one row per (head width, offset, seed) that has both."""
     pair = ["head_dim", "base_kind", "offset", "seed"]
-    gpt2 = shares[shares.init == "gpt2"].set_index(pair).unseen_share.rename("gpt2")
-    wide = shares[shares.init == "all"].set_index(pair).unseen_share.rename("all")
-    return pd.concat([gpt2, wide], axis=1, join="inner").reset_index()
+    return pd.concat([shares[shares.init == init].set_index(pair).unseen_share.rename(init) for init in (first, second)],
+                     axis=1, join="inner").reset_index()
 
 
 def held_out_values(name: str) -> dict[str, float]:
-    """``held_out_complete`` and ``held_out_failures`` (NaN, a failure, without a sweep or without runs)."""
+    """``held_out_complete``, ``held_out_failures`` and ``held_out_adam_control`` (the last two NaN, a failure, without a
+    sweep or without runs)."""
     if not name:
-        return dict(held_out_complete=0.0, held_out_failures=float("nan"))
+        return dict(held_out_complete=0.0, held_out_failures=float("nan"), held_out_adam_control=float("nan"))
     held = held_out_runs(name, Parameters.chapter)
     if not len(held.checks):
-        return dict(held_out_complete=float(held.missing), held_out_failures=float("nan"))
-    judged = held.checks[held.checks.name.isin(HELD_OUT_CHECKS)]
-    failed = judged[judged.passed.map(lambda v: v is not True)]
-    return dict(held_out_complete=float(held.missing), held_out_failures=float(failed.key.nunique()))
+        return dict(held_out_complete=float(held.missing), held_out_failures=float("nan"),
+                    held_out_adam_control=float("nan"))
+
+    def failing_runs(checks: tuple[str, ...]) -> float:
+        judged = held.checks[held.checks.name.isin(checks)]
+        return float(judged[judged.passed.map(lambda v: v is not True)].key.nunique())
+
+    return dict(held_out_complete=float(held.missing), held_out_failures=failing_runs(HELD_OUT_CHECKS),
+                held_out_adam_control=failing_runs(ADAM_CONTROL_CHECKS))
 
 
 def claim_values(study: InitializationStudy, p: Parameters) -> dict[str, float]:
@@ -569,4 +649,69 @@ def claim_values(study: InitializationStudy, p: Parameters) -> dict[str, float]:
     within = [rank(group) for _, group in paired.groupby("init")]
     values["unseen_share_rank_within"] = float(np.nanmean(within)) if within and not np.all(np.isnan(within)) \
         else float("nan")
-    return values | held_out_values(p.committed_sweep)
+    return values | adam_control_values(study, p) | held_out_values(p.committed_sweep)
+
+
+def adam_control_values(study: InitializationStudy, p: Parameters) -> dict[str, float]:
+    """The Adam control's numbers: its networks (``study.control``) against the GPT-2 and 'all x s' networks at base
+    10^4, paired by seed, head width and offset with the GPT-2 networks trained at ``lr``."""
+    names = ["adam_control_not_learned", "adam_control_paired", "adam_control_gain_2T", "adam_control_helps",
+             "adam_control_share_lower", "adam_control_minus_wide_2T", "adam_control_change", "adam_control_share"]
+    control = study.control
+    if control is None or not len(control.networks):
+        return dict.fromkeys(names, float("nan"))
+    two_T = 2 * p.train_length
+    pair = ["head_dim", "base_kind", "offset", "seed"]
+
+    def learned_at_2T(part: InitializationStudy, init: str) -> pd.Series:
+        nets = part.networks[part.networks.learned & (part.networks.init == init) & (part.networks.base_kind == "standard")]
+        at = part.accuracy[(part.accuracy.metric == "out_of_range") & (part.accuracy.length == two_T)]
+        return at.merge(nets[NETWORK_KEYS], on=NETWORK_KEYS).set_index(pair).accuracy
+
+    paired = pd.concat([learned_at_2T(study, "gpt2").rename("gpt2"), learned_at_2T(control, ADAM_CONTROL).rename("control")],
+                       axis=1, join="inner")
+    enough = len(paired) >= ADAM_CONTROL_MIN_PAIRED * len(control.networks)
+    gain = float((paired.control - paired.gpt2).mean()) if len(paired) else float("nan")
+    wide_gain = (mean_out_of_range(study.accuracy, study.networks, two_T, init="all", base_kind="standard")
+                 - mean_out_of_range(study.accuracy, study.networks, two_T, init="gpt2", base_kind="standard"))
+    wide_bar = next(c.threshold_for(p) for c in CLAIMS if c.name == "wide_init_helps")
+    control_planes = learned_planes(control.planes, control.networks)
+    shares = unseen_shares(pd.concat([learned_planes(study.planes, study.networks), control_planes], ignore_index=True))
+    share_pairs = paired_shares(shares, "gpt2", ADAM_CONTROL)
+    median = shares[shares.init == ADAM_CONTROL].unseen_share.median() if len(shares) else float("nan")
+    control_2T = mean_out_of_range(control.accuracy, control.networks, two_T, init=ADAM_CONTROL, base_kind="standard")
+    return dict(
+        adam_control_not_learned=float((~control.networks.learned).sum()),
+        adam_control_paired=float(len(paired)),
+        adam_control_gain_2T=gain,
+        adam_control_helps=gain / wide_gain if enough and wide_gain >= wide_bar else float("nan"),
+        adam_control_share_lower=float((share_pairs.gpt2 > share_pairs[ADAM_CONTROL]).mean())
+        if enough and len(share_pairs) else float("nan"),
+        adam_control_minus_wide_2T=control_2T - mean_out_of_range(study.accuracy, study.networks, two_T, init="all",
+                                                                   base_kind="standard"),
+        adam_control_change=unseen_plane_change(control_planes, ADAM_CONTROL),
+        adam_control_share=float(median) if median == median else float("nan"))
+
+
+def adam_control_table(study: InitializationStudy, p: Parameters) -> pd.DataFrame:
+    """Base 10^4: the GPT-2 networks at ``lr``, the Adam control (GPT-2 at ``lr / s``) and 'all x s' at ``lr``, one row
+    each: learned networks, mean out-of-range accuracy at 2T and 4T (learned networks), and over the learned networks'
+    retrieval heads the median unseen-plane share and the median relative change of the unseen planes' weights."""
+    T = p.train_length
+    groups = [(f"{INIT_LABELS['gpt2']}, lr", study, "gpt2", p.lr),
+              (ADAM_CONTROL_LABEL, study.control, ADAM_CONTROL, p.lr / p.init_scale),
+              (f"{INIT_LABELS['all']}, lr", study, "all", p.lr)]
+    rows = []
+    for label, part, init, lr in groups:
+        if part is None or not len(part.networks):
+            continue
+        nets = part.networks[(part.networks.init == init) & (part.networks.base_kind == "standard")]
+        planes = learned_planes(part.planes, part.networks)
+        shares = unseen_shares(planes)
+        rows.append(dict(initialization=label, learning_rate=lr, learned=f"{int(nets.learned.sum())} of {len(nets)}",
+                         **{f"accuracy_{n}T": mean_out_of_range(part.accuracy, part.networks, n * T, init=init,
+                                                                base_kind="standard") for n in (2, 4)},
+                         unseen_share=float(shares[shares.init == init].unseen_share.median()) if len(shares)
+                         else float("nan"),
+                         unseen_change=unseen_plane_change(planes, init)))
+    return pd.DataFrame(rows)
