@@ -221,21 +221,23 @@ def test_adam_control_values_pair_by_seed_and_judge_learned_networks_only():
 
     def main_study(control: InitializationStudy | None) -> InitializationStudy:
         gpt2 = part("gpt2", {0: 0.4, 1: 0.5, 2: 0.6}, {0: 1.0, 1: 1.0, 2: 1.0}, {0, 1, 2})
-        wide = part("all", {0: 0.8, 1: 0.9, 2: 1.0}, {0: 0.1, 1: 0.1, 2: 0.1}, {0, 1, 2})  # wide gain 0.4
+        wide = part("all", {0: 0.8, 1: 0.9, 2: 1.0}, {0: 0.1, 1: 0.1, 2: 0.1}, {0, 1, 2})  # wide gain 0.4, passed in
         tables = [pd.concat([getattr(gpt2, t), getattr(wide, t)], ignore_index=True)
                   for t in ("accuracy", "networks", "heads", "planes")]
         return InitializationStudy(*tables, control=control)
 
     p = Parameters.from_values(defaults())  # T = 32, so 2T = 64
     unseen = {0: 0.5, 1: 2.0, 2: 0.1}  # shares 1/7, 0.4, 1/31 against GPT-2's 0.25: GPT-2 larger in seeds 0 and 2
-    values = adam_control_values(main_study(part(ADAM_CONTROL, {0: 0.9, 1: 0.8, 2: 0.0}, unseen, {0, 1, 2})), p)
+    values = adam_control_values(main_study(part(ADAM_CONTROL, {0: 0.9, 1: 0.8, 2: 0.0}, unseen, {0, 1, 2})), p, 0.4)
     assert values["adam_control_paired"] == 3 and values["adam_control_not_learned"] == 0
     assert values["adam_control_gain_2T"] == pytest.approx((0.5 + 0.3 - 0.6) / 3)  # paired by seed
     assert values["adam_control_helps"] == pytest.approx((0.5 + 0.3 - 0.6) / 3 / 0.4)  # a fraction of the wide gain
     assert values["adam_control_share_lower"] == pytest.approx(2 / 3)
     assert values["adam_control_change"] == pytest.approx(1.0)  # median of 1.0, 4.0 and 0.2
     # one of three not learned: 2 pairs < ADAM_CONTROL_MIN_PAIRED of 3, so neither check is judged
-    values = adam_control_values(main_study(part(ADAM_CONTROL, {0: 0.9, 1: 0.8, 2: 0.0}, unseen, {0, 1})), p)
+    values = adam_control_values(main_study(part(ADAM_CONTROL, {0: 0.9, 1: 0.8, 2: 0.0}, unseen, {0, 1})), p, 0.4)
     assert values["adam_control_not_learned"] == 1 and values["adam_control_gain_2T"] == pytest.approx(0.4)
     assert np.isnan(values["adam_control_helps"]) and np.isnan(values["adam_control_share_lower"])
-    assert np.isnan(adam_control_values(main_study(None), p)["adam_control_helps"])
+    assert np.isnan(adam_control_values(main_study(None), p, 0.4)["adam_control_helps"])
+    wide_too_small = adam_control_values(main_study(part(ADAM_CONTROL, {0: 0.9, 1: 0.8, 2: 0.0}, unseen, {0, 1, 2})), p, 0.05)
+    assert np.isnan(wide_too_small["adam_control_helps"])  # below wide_init_helps' bar: nothing to recover, not judged

@@ -394,3 +394,18 @@ def test_the_carrier_summary_pools_each_variant_and_all_heads_once():
     assert summary.table.loc["RoPE", "seen directions"] < summary.table.loc[IDENTIFIABLE, "seen directions"]
     assert summary.values["carrier_heads"] == 4 and summary.values["carrier_networks"] == 4
     assert summary.values["carrier_test_size"] == summary.power.loc[0.0, POOLED]
+
+
+def test_chapter_6_reads_chapter_11s_copy_and_reversal_runs():
+    from lengthgen.chapters.transfer import FULL_SEQUENCE_ENCODINGS, FULL_SEQUENCE_TASKS, full_sequence_runs
+
+    full = full_sequence_runs()
+    assert full.study is not None  # the committed zoo_networks sweep is current
+    runs = full.study.verdicts
+    assert set(runs.encoding) == set(FULL_SEQUENCE_ENCODINGS) and set(runs.task) == set(FULL_SEQUENCE_TASKS)
+    assert full.numbers["full_runs"] == len(runs) and full.numbers["full_learned"] == int(runs.learned.sum())
+    for task in FULL_SEQUENCE_TASKS:
+        for encoding in FULL_SEQUENCE_ENCODINGS:
+            assert full.numbers[f"z_{task}_{encoding}_measured"] != "not run"
+            cell = runs[(runs.task == task) & (runs.encoding == encoding)]
+            assert full.numbers[f"z_{task}_{encoding}_learned"] == f"{int(cell.learned.sum())} of {len(cell)}"

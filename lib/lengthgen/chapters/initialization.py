@@ -526,14 +526,19 @@ def length_only_rule(cells: pd.DataFrame) -> np.ndarray:
     return best
 
 
-def mean_out_of_range(accuracy: pd.DataFrame, networks: pd.DataFrame, length: int, **where: str) -> float:
-    """Mean out-of-range accuracy at ``length`` over the learned networks matching ``where`` (NaN if none)."""
+def out_of_range_at(accuracy: pd.DataFrame, networks: pd.DataFrame, length: int, **where: str) -> pd.Series:
+    """Out-of-range accuracy at ``length`` of every learned network matching ``where``, indexed by ``NETWORK_KEYS``."""
     learned = networks[networks.learned]
     for key, value in where.items():
         learned = learned[learned[key] == value]
     sub = accuracy[(accuracy.metric == "out_of_range") & (accuracy.length == length)]
-    sub = sub.merge(learned[NETWORK_KEYS], on=NETWORK_KEYS)
-    return float(sub.accuracy.mean()) if len(sub) else float("nan")
+    return sub.merge(learned[NETWORK_KEYS], on=NETWORK_KEYS).set_index(NETWORK_KEYS).accuracy
+
+
+def mean_out_of_range(accuracy: pd.DataFrame, networks: pd.DataFrame, length: int, **where: str) -> float:
+    """Mean out-of-range accuracy at ``length`` over the learned networks matching ``where`` (NaN if none)."""
+    at = out_of_range_at(accuracy, networks, length, **where)
+    return float(at.mean()) if len(at) else float("nan")
 
 
 def learned_planes(planes: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
@@ -649,31 +654,27 @@ def claim_values(study: InitializationStudy, p: Parameters) -> dict[str, float]:
     within = [rank(group) for _, group in paired.groupby("init")]
     values["unseen_share_rank_within"] = float(np.nanmean(within)) if within and not np.all(np.isnan(within)) \
         else float("nan")
-    return values | adam_control_values(study, p) | held_out_values(p.committed_sweep)
+    return values | adam_control_values(study, p, values["wide_init_helps"]) | held_out_values(p.committed_sweep)
 
 
-def adam_control_values(study: InitializationStudy, p: Parameters) -> dict[str, float]:
+def adam_control_values(study: InitializationStudy, p: Parameters, wide_gain: float) -> dict[str, float]:
     """The Adam control's numbers: its networks (``study.control``) against the GPT-2 and 'all x s' networks at base
-    10^4, paired by seed, head width and offset with the GPT-2 networks trained at ``lr``."""
+    10^4, paired by seed, head width and offset with the GPT-2 networks trained at ``lr``; ``wide_gain`` is the run's
+    ``wide_init_helps``, of which ``adam_control_helps`` is a fraction."""
     names = ["adam_control_not_learned", "adam_control_paired", "adam_control_gain_2T", "adam_control_helps",
              "adam_control_share_lower", "adam_control_minus_wide_2T", "adam_control_change", "adam_control_share"]
     control = study.control
     if control is None or not len(control.networks):
         return dict.fromkeys(names, float("nan"))
     two_T = 2 * p.train_length
-    pair = ["head_dim", "base_kind", "offset", "seed"]
 
     def learned_at_2T(part: InitializationStudy, init: str) -> pd.Series:
-        nets = part.networks[part.networks.learned & (part.networks.init == init) & (part.networks.base_kind == "standard")]
-        at = part.accuracy[(part.accuracy.metric == "out_of_range") & (part.accuracy.length == two_T)]
-        return at.merge(nets[NETWORK_KEYS], on=NETWORK_KEYS).set_index(pair).accuracy
+        return out_of_range_at(part.accuracy, part.networks, two_T, init=init, base_kind="standard").droplevel("init")
 
     paired = pd.concat([learned_at_2T(study, "gpt2").rename("gpt2"), learned_at_2T(control, ADAM_CONTROL).rename("control")],
                        axis=1, join="inner")
     enough = len(paired) >= ADAM_CONTROL_MIN_PAIRED * len(control.networks)
     gain = float((paired.control - paired.gpt2).mean()) if len(paired) else float("nan")
-    wide_gain = (mean_out_of_range(study.accuracy, study.networks, two_T, init="all", base_kind="standard")
-                 - mean_out_of_range(study.accuracy, study.networks, two_T, init="gpt2", base_kind="standard"))
     wide_bar = next(c.threshold_for(p) for c in CLAIMS if c.name == "wide_init_helps")
     control_planes = learned_planes(control.planes, control.networks)
     shares = unseen_shares(pd.concat([learned_planes(study.planes, study.networks), control_planes], ignore_index=True))

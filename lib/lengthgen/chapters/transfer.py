@@ -31,11 +31,13 @@ import torch
 from scipy.stats import chi2
 
 from ..book.parameters import ParameterError, parameter
-from ..book.paths import SWEEPS_DIR
+from ..book.paths import BOOK_DIR, SWEEPS_DIR
+from ..book.rerun import default_parameters
 from ..model.encodings import identifiable_base, rope_frequencies
 from ..model.evaluation import doubling_lengths, length_sweep
 from ..model.heads import HeadRunConfig
 from ..model.seeding import derive_seed, generator
+from ..model.sequence_tasks import sequence_length
 from ..model.tasks import task_batch
 from ..model.training import TrainedRun
 from ..model.transformer import NetworkRunConfig, Transformer, TransformerConfig
@@ -61,6 +63,8 @@ from .planes import (
     projected_kernel,
     wrap,
 )
+from .zoo_networks import PREDICTED_VERDICTS, NetworkZooStudy, cell_numbers, cell_table, committed_runs
+from .zoo_networks import Parameters as ZooParameters
 
 HELD_OUT_SEEDS = tuple(range(300, 320))  # the committed sweep's runs draw here, reserved before any of them ran
 RESTORE_MARGIN_SE = 3.0  # a restored answer also gains this many worst-case standard errors (0.5 / sqrt(mask_batch))
@@ -914,3 +918,53 @@ def collapse_table(heads: pd.DataFrame, accuracy: pd.DataFrame) -> pd.DataFrame:
         rows.append(dict(label=label, offset=offset, seed=seed, first_hijack=hijack, collapse_length=first_fail,
                          explained=bool(np.isnan(first_fail) or hijack < first_fail)))
     return pd.DataFrame(rows, columns=["label", "offset", "seed", "first_hijack", "collapse_length", "explained"])
+
+
+@dataclass
+class FullSequenceRuns:
+    """Chapter 11's committed copy and reversal runs of this chapter's decoder, for this chapter's encodings."""
+
+    study: NetworkZooStudy | None  # None when the sweep has no current run
+    train_size: int  # chapter 11's largest training size N
+    numbers: dict[str, str | int]  # what the prose quotes: the setting, counts, and per (task, encoding) cell
+    table: pd.DataFrame  # chapter 11's cell table (registered and measured verdicts, means) of these runs
+
+
+FULL_SEQUENCE_TASKS = ("copy", "reversal")
+
+
+def full_sequence_runs() -> FullSequenceRuns:
+    """Read :data:`FULL_SEQUENCE_SWEEP` for :data:`FULL_SEQUENCE_ENCODINGS` on copy and reversal: the runs, chapter 11's
+    setting of them (its defaults under each run's overrides), the counts of runs, learned runs and generalizing runs,
+    RoPE's runs that carry past N, and chapter 11's numbers and measured verdicts per cell ("not run" without runs)."""
+    full = committed_runs(FULL_SEQUENCE_SWEEP)
+    swept = full.study.select(FULL_SEQUENCE_TASKS) if full.study is not None else None
+    keys = ["full_N", "full_tokens", "full_steps", "full_batch", "full_lr", "full_seeds", "full_runs", "full_learned",
+            "full_generalize", "z_rope_carries"]
+    numbers: dict[str, str | int] = dict.fromkeys(keys, "not run")
+    numbers |= {f"z_{task}_{encoding}_measured": "not run"
+                for task in FULL_SEQUENCE_TASKS for encoding in FULL_SEQUENCE_ENCODINGS}
+    numbers |= dict(full_present=full.expected - full.missing, full_expected=full.expected,
+                    rope_copy_registered=PREDICTED_VERDICTS[("rope", "copy")][0])
+    if swept is None:
+        ours, table = None, pd.DataFrame()
+    else:
+        ours = NetworkZooStudy(*(df[df.encoding.isin(FULL_SEQUENCE_ENCODINGS)]
+                                 for df in (swept.accuracy, swept.losses, swept.verdicts)))
+        defaults = default_parameters(BOOK_DIR / f"{ZooParameters.chapter}.ipynb")
+        settings = [defaults | o for o in full.overrides if "shift" not in o.get("tasks", defaults["tasks"])]
+        verdicts = ours.verdicts
+        learned = verdicts[verdicts.learned]
+        rope = verdicts[verdicts.encoding == "rope"]
+        table = cell_table(verdicts)
+        numbers |= dict(full_N=full.train_size, full_tokens=sequence_length("copy", full.train_size, 0),
+                        full_seeds=f"{verdicts.seed.min()}-{verdicts.seed.max()}", full_runs=len(verdicts),
+                        full_learned=len(learned), full_generalize=int((learned.measured == "generalizes").sum()),
+                        z_rope_carries=f"{int(rope.carries.sum())} of {len(rope)}")
+        numbers |= {f"full_{name}": ", ".join(str(v) for v in sorted({s[name] for s in settings}))
+                    for name in ("steps", "batch", "lr")}
+        numbers |= {f"z_{task}_{encoding}_measured": measured
+                    for (task, encoding), measured in table.set_index(["task", "encoding"]).measured.items()}
+    numbers |= {f"z_{name}": value for name, value in
+                cell_numbers(ours, full.train_size, FULL_SEQUENCE_TASKS, FULL_SEQUENCE_ENCODINGS).items()}
+    return FullSequenceRuns(ours, full.train_size, numbers, table)
