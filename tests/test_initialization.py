@@ -19,15 +19,20 @@ from lengthgen.chapters.initialization import (
     balanced_accuracy,
     beaten_beyond_T,
     configuration_rule,
+    far_lift,
     far_outweighs,
     init_scale_error,
     initial_model,
     length_only_rule,
+    lift_pairs_value,
     network_jobs,
     paired_shares,
+    phase_summary,
     plane_changes,
     scale_initialization,
     split_groups,
+    unseen_phase,
+    unseen_phase_lifts,
     unseen_shares,
 )
 from lengthgen.model.training import TrainedRun, stack_key
@@ -133,6 +138,95 @@ def test_unseen_shares_and_pairs():
     assert list(flipped.columns[-2:]) == ["all", "gpt2"] and (flipped.gpt2 > flipped["all"]).all()
 
 
+def _plane_rows(init, seed, head_dim, specs, T=32, k=5, head=0):
+    """Plane rows of one retrieval head: ``specs`` is a list of (turns in T, amplitude, phase at the target[, phase at
+    the target at initialization])."""
+    rows = []
+    for plane, (turns, amplitude, at_target, *at_init) in enumerate(specs):
+        freq = 2 * np.pi * turns / T
+        rows.append(dict(init=init, head_dim=head_dim, base_kind="standard", offset=k, seed=seed, layer=0, head=head,
+                         plane=plane, freq=freq, turns_in_T=turns, amplitude=amplitude, phase=at_target - freq * k,
+                         phase_init=(at_init[0] if at_init else 0.0) - freq * k))
+    return rows
+
+
+def test_far_lift_and_phase_lift_of_single_planes():
+    from lengthgen.chapters.initialization import lift_transfer, phase_lift
+    from lengthgen.chapters.planes import plane_sum
+
+    T, k = 32, 5
+    planes = pd.DataFrame(_plane_rows("gpt2", 0, 16, [(0.3, 1.0, 2.0), (0.5, 2.0, -1.0), (4.0, 1.0, 0.0)], T, k))
+    expected = [plane_sum(np.array([1.0]), np.array([r.phase]), np.array([r.freq]), np.arange(T, 2 * T)).mean()
+                - np.cos(r.freq * k + r.phase) for r in planes.itertuples()]
+    assert far_lift(planes, T) == pytest.approx(expected)
+    reach = np.abs(lift_transfer(planes, T))
+    assert far_lift(planes, T) == pytest.approx(reach * phase_lift(planes, T))
+    # a plane lowest at the target lifts every far offset; one peaked at it lowers them
+    lowest, peaked = pd.DataFrame(_plane_rows("gpt2", 0, 16, [(0.4, 1.0, np.pi), (0.4, 1.0, 0.0)], T, k)).pipe(far_lift, T)
+    assert lowest > 0 > peaked
+    # the phase lift is the phase's share of the best lift, whatever the frequency: a slow plane at its best phase gets 1
+    for turns in (0.01, 0.3, 0.9):
+        best = -np.angle(lift_transfer(pd.DataFrame(_plane_rows("gpt2", 0, 16, [(turns, 1.0, 0.0)], T, k)), T))[0]
+        at_best = pd.DataFrame(_plane_rows("gpt2", 0, 16, [(turns, 1.0, best), (turns, 1.0, best + np.pi)], T, k))
+        assert phase_lift(at_best, T) == pytest.approx([1.0, -1.0])
+    slow = pd.DataFrame(_plane_rows("gpt2", 0, 16, [(0.01, 1.0, np.pi / 2)], T, k))
+    assert abs(far_lift(slow, T)[0]) < 0.1 < abs(phase_lift(slow, T)[0])  # a slow plane lifts little, at any phase
+
+
+def test_phase_summary_and_the_paired_phase_lift_check():
+    T = 32
+    lifting, lowering = np.pi, 0.0  # at the target: lowest there (lifts the far offsets) or peaked there
+    rows = []
+    for seed in (0, 1, 2):
+        for head_dim in (16, 32):
+            # the GPT-2 network's unseen planes lift in four pairs of six, the wide one's never
+            gpt2_phase = lifting if (seed, head_dim) not in {(0, 16), (1, 32)} else lowering
+            rows += _plane_rows("gpt2", seed, head_dim, [(4.0, 5.0, 0.0), (0.5, 3.0, gpt2_phase, 0.5 * seed),
+                                                          (0.25, 1.0, gpt2_phase, 2.0 * seed)], T)
+            rows += _plane_rows("all", seed, head_dim, [(4.0, 5.0, 0.0), (0.5, 3.0, lowering), (0.25, 1.0, lowering)], T)
+    rows += _plane_rows("gpt2", 2, 32, [(4.0, 5.0, 0.0), (0.5, 3.0, lifting, 3.0), (0.25, 1.0, lifting, 1.0)], T, head=1)
+    planes = pd.DataFrame(rows)
+    summary = phase_summary(planes, T).set_index(["init", "unseen"])
+    gpt2, wide = summary.loc[("gpt2", True)], summary.loc[("all", True)]
+    unseen = ((planes.init == "gpt2") & (planes.turns_in_T < 1)).to_numpy()
+    weights = planes.amplitude.to_numpy()[unseen]
+    lifts = far_lift(planes, T)[unseen]
+    assert gpt2.far_lift == pytest.approx((weights * lifts).sum() / weights.sum())
+    assert gpt2.far_lift_nats == pytest.approx((weights * lifts).sum() / 7)  # seven heads, one network with two
+    assert gpt2.heads == 7 and gpt2.rows == 14
+    assert wide.phase_lift < 0 < gpt2.phase_lift and -1 <= wide.phase_lift and gpt2.phase_lift <= 1
+    assert summary.loc[("all", False)].phase_at_target == pytest.approx(0.0, abs=1e-9)
+    assert wide.phase_at_target == pytest.approx(0.0, abs=1e-9) and wide.target_resultant == pytest.approx(1.0)
+    # per (width, plane), unweighted over the heads: width 16 has 1 lowering and 2 lifting, width 32 1 and 3
+    assert gpt2.target_resultant == pytest.approx(np.median([1 / 3, 1 / 3, 2 / 4, 2 / 4]))
+    # the same length from the phases at initialization, here set by hand
+    init_16 = abs(np.exp(1j * np.array([0.0, 0.5, 1.0])).mean())
+    init_32 = abs(np.exp(1j * np.array([0.0, 0.5, 1.0, 3.0])).mean())
+    assert gpt2.init_resultant == pytest.approx(np.median([init_16, init_32, abs(np.exp(1j * np.array([0.0, 2.0, 4.0]))
+                                                           .mean()), abs(np.exp(1j * np.array([0.0, 2.0, 4.0, 1.0])).mean())]))
+    assert unseen_phase(planes, T, "all", "phase_lift") == pytest.approx(wide.phase_lift)
+    assert np.isnan(unseen_phase(planes, T, "qk", "phase_lift"))
+    per_plane = phase_summary(planes, T, by="plane")
+    assert len(per_plane) == 12 and set(per_plane.turns_in_T) == {4.0, 0.5, 0.25}
+    assert phase_summary(planes[planes.base_kind == "other"], T).empty
+    assert phase_summary(planes.iloc[:0], T, by="plane").empty
+    with pytest.raises(ValueError, match="by must be"):
+        phase_summary(planes, T, by="head")
+
+    per_network = unseen_phase_lifts(planes, T)
+    assert len(per_network) == 12 and unseen_phase_lifts(planes.iloc[:0], T).empty
+    networks = pd.DataFrame([dict(init=i, base_kind="standard", head_dim=h, offset=5, seed=s, learned=True)
+                             for i in ("gpt2", "all") for s in (0, 1, 2) for h in (16, 32)])
+    assert lift_pairs_value(planes, networks, T) == pytest.approx(4 / 6)  # paired by seed and width, not pooled
+    # a network without unseen amplitude has no phase lift and no pair: 5 of 6 pairs still judge
+    dead = planes.assign(amplitude=planes.amplitude.where(~((planes.init == "gpt2") & (planes.seed == 0)
+                                                            & (planes.head_dim == 16) & (planes.turns_in_T < 1)), 0.0))
+    assert len(unseen_phase_lifts(dead, T)) == 11 and lift_pairs_value(dead, networks, T) == pytest.approx(4 / 5)
+    # fewer than PHASE_MIN_PAIRED of the GPT-2 networks paired: not judged
+    assert np.isnan(lift_pairs_value(planes[planes.seed == 0], networks, T))
+    assert np.isnan(lift_pairs_value(planes, networks.iloc[:0], T))
+
+
 def test_plane_changes_see_only_the_plane_that_moved():
     cfg = ScaledInitRunConfig(model=SMALL, seed=1)
     model = cfg.build_model()
@@ -188,13 +282,31 @@ def test_held_out_parameters_and_the_committed_sweep():
     with pytest.raises(ParameterError, match="held-out seeds"):
         Parameters.from_values({**good, "seed_start": INIT_HELD_OUT_SEEDS[0]})
     assert np.isnan(held_out_values("")["held_out_failures"])  # no sweep, no evidence: a failure
-    assert np.isnan(held_out_values("")["held_out_adam_control"])
+    assert np.isnan(held_out_values("")["held_out_adam_control"]) and np.isnan(held_out_values("")["held_out_phases"])
     held = held_out_runs("initialization", "13_initialization")
     assert held.expected == 3 and held.missing == 0  # every run the spec lists, made by this code and this notebook
     assert set(held.checks.offset) == {3, 5, 7}
     starts = {int(s.split("-")[0]) for s in held.checks.seeds}
     assert all(start in INIT_HELD_OUT_SEEDS for start in starts)
-    assert set(held_out_values("initialization")) == {"held_out_complete", "held_out_failures", "held_out_adam_control"}
+    assert set(held_out_values("initialization")) == {"held_out_complete", "held_out_failures", "held_out_adam_control",
+                                                      "held_out_phases"}
+
+
+def test_held_out_counts_a_run_that_fails_or_lacks_a_check(monkeypatch):
+    from types import SimpleNamespace
+
+    from lengthgen.chapters import initialization
+    from lengthgen.chapters.initialization import ADAM_CONTROL_CHECKS, HELD_OUT_CHECKS, PHASE_CHECKS
+
+    def run(key, failing=(), missing=()):
+        names = [n for n in HELD_OUT_CHECKS + ADAM_CONTROL_CHECKS + PHASE_CHECKS if n not in missing]
+        return [dict(key=key, name=n, passed=n not in failing, value=0.0) for n in names]
+
+    checks = pd.DataFrame(run("a") + run("b", failing=("collapse_predicted",)) + run("c", missing=PHASE_CHECKS)
+                          + run("d", failing=("adam_control_helps", "unseen_phase_lift_gpt2_higher")))
+    monkeypatch.setattr(initialization, "held_out_runs", lambda name, chapter: SimpleNamespace(checks=checks, missing=0))
+    values = initialization.held_out_values("initialization")
+    assert values == dict(held_out_complete=0.0, held_out_failures=1.0, held_out_adam_control=1.0, held_out_phases=2.0)
 
 
 def test_chapter_6_seeds_written_out_here_match_chapter_6():
@@ -213,8 +325,9 @@ def test_adam_control_values_pair_by_seed_and_judge_learned_networks_only():
         keys = dict(init=init, head_dim=16, base_kind="standard", offset=5)
         networks = pd.DataFrame([dict(keys, seed=s, learned=s in learned) for s in accuracy])
         acc = pd.DataFrame([dict(keys, seed=s, metric="out_of_range", length=64, accuracy=a) for s, a in accuracy.items()])
-        planes = pd.DataFrame([dict(keys, seed=s, layer=0, head=0, plane=m, turns_in_T=turns, amplitude=amp,
-                                    amplitude_init=1.0, weight_change=change)
+        planes = pd.DataFrame([dict(keys, seed=s, layer=0, head=0, plane=m, turns_in_T=turns, freq=turns * np.pi / 16,
+                                    amplitude=amp, amplitude_init=1.0, weight_change=change, phase=0.3,
+                                    phase_init=0.0)
                                for s, u in unseen.items()
                                for m, (turns, amp, change) in enumerate([(4.0, 3.0, 0.1), (0.5, u, 2.0 * u)])])
         return InitializationStudy(acc, networks, pd.DataFrame(), planes)
@@ -234,6 +347,9 @@ def test_adam_control_values_pair_by_seed_and_judge_learned_networks_only():
     assert values["adam_control_helps"] == pytest.approx((0.5 + 0.3 - 0.6) / 3 / 0.4)  # a fraction of the wide gain
     assert values["adam_control_share_lower"] == pytest.approx(2 / 3)
     assert values["adam_control_change"] == pytest.approx(1.0)  # median of 1.0, 4.0 and 0.2
+    freq = np.pi / 32  # every network's unseen plane: half a turn within T, phase 0.3
+    c = np.exp(1j * freq * (np.arange(32, 64) - 5)).mean() - 1
+    assert values["adam_control_phase_lift"] == pytest.approx(np.cos(freq * 5 + 0.3 + np.angle(c)))
     # one of three not learned: 2 pairs < ADAM_CONTROL_MIN_PAIRED of 3, so neither check is judged
     values = adam_control_values(main_study(part(ADAM_CONTROL, {0: 0.9, 1: 0.8, 2: 0.0}, unseen, {0, 1})), p, 0.4)
     assert values["adam_control_not_learned"] == 1 and values["adam_control_gain_2T"] == pytest.approx(0.4)
