@@ -204,8 +204,8 @@ def test_phase_summary_and_the_paired_phase_lift_check():
     init_32 = abs(np.exp(1j * np.array([0.0, 0.5, 1.0, 3.0])).mean())
     assert gpt2.init_resultant == pytest.approx(np.median([init_16, init_32, abs(np.exp(1j * np.array([0.0, 2.0, 4.0]))
                                                            .mean()), abs(np.exp(1j * np.array([0.0, 2.0, 4.0, 1.0])).mean())]))
-    assert unseen_phase(planes, T, "all", "phase_lift") == pytest.approx(wide.phase_lift)
-    assert np.isnan(unseen_phase(planes, T, "qk", "phase_lift"))
+    assert unseen_phase(phase_summary(planes, T), "all", "phase_lift") == pytest.approx(wide.phase_lift)
+    assert np.isnan(unseen_phase(phase_summary(planes, T), "qk", "phase_lift"))
     per_plane = phase_summary(planes, T, by="plane")
     assert len(per_plane) == 12 and set(per_plane.turns_in_T) == {4.0, 0.5, 0.25}
     assert phase_summary(planes[planes.base_kind == "other"], T).empty

@@ -609,18 +609,29 @@ def unseen_plane_change(planes: pd.DataFrame, init: str) -> float:
     return float(sub.weight_change.median()) if len(sub) else float("nan")
 
 
+def per_network_ratio(rows: pd.DataFrame, numerator: np.ndarray, denominator: np.ndarray, name: str) -> pd.DataFrame:
+    """Per network of ``rows`` (plane rows): the median, over its retrieval heads, of the head's ``sum numerator / sum
+    denominator``, as column ``name``. A head whose denominator sums to 0 has no ratio, and a network without any is
+    left out."""
+    columns = [*NETWORK_KEYS, name]
+    if not len(rows):
+        return pd.DataFrame(columns=columns)
+    per_head = rows.assign(top=numerator, bottom=denominator).groupby([*NETWORK_KEYS, "layer", "head"])[
+        ["top", "bottom"]].sum()
+    per_head = per_head[per_head.bottom > 0]
+    per_head[name] = per_head.top / per_head.bottom
+    return per_head.groupby(NETWORK_KEYS)[name].median().reset_index()[columns]
+
+
 def unseen_shares(planes: pd.DataFrame, amplitude: str = "amplitude") -> pd.DataFrame:
     """Per base-10^4 network: the median, over its retrieval heads, of the share of the planes that turn less than once
     within ``T`` in the sum of plane amplitudes (column ``amplitude``: after training, or ``amplitude_init``) of the
     head's mean-query-and-key kernel."""
-    columns = [*NETWORK_KEYS, "unseen_share"]
-    if not len(planes):
-        return pd.DataFrame(columns=columns)
-    sub = planes[planes.base_kind == "standard"].assign(total=lambda d: d[amplitude],
-                                                         unseen=lambda d: d[amplitude] * (d.turns_in_T < 1.0))
-    per_head = sub.groupby([*NETWORK_KEYS, "layer", "head"])[["unseen", "total"]].sum()
-    per_head["unseen_share"] = per_head.unseen / per_head.total
-    return per_head.groupby(NETWORK_KEYS).unseen_share.median().reset_index()[columns]
+    sub = planes[planes.base_kind == "standard"] if len(planes) else planes
+    if not len(sub):
+        return per_network_ratio(sub, np.array([]), np.array([]), "unseen_share")
+    weight = sub[amplitude].to_numpy()
+    return per_network_ratio(sub, weight * (sub.turns_in_T < 1.0).to_numpy(), weight, "unseen_share")
 
 
 def paired_shares(shares: pd.DataFrame, first: str = "gpt2", second: str = "all",
@@ -645,9 +656,10 @@ def lift_transfer(planes: pd.DataFrame, train_length: int) -> np.ndarray:
     return np.exp(1j * planes.freq.to_numpy()[:, None] * delta).mean(1) - 1.0
 
 
-def phase_at_target(planes: pd.DataFrame) -> np.ndarray:
-    """Per plane row: ``psi = theta k + phi``, its phase at the target offset ``k``."""
-    return planes.freq.to_numpy() * planes.offset.to_numpy() + planes.phase.to_numpy()
+def phase_at_target(planes: pd.DataFrame, phase: str = "phase") -> np.ndarray:
+    """Per plane row: ``psi = theta k + phi``, its phase at the target offset ``k`` (``phi`` from column ``phase``: after
+    training, or ``phase_init``)."""
+    return planes.freq.to_numpy() * planes.offset.to_numpy() + planes[phase].to_numpy()
 
 
 def far_lift(planes: pd.DataFrame, train_length: int) -> np.ndarray:
@@ -667,8 +679,7 @@ def phase_lift(planes: pd.DataFrame, train_length: int) -> np.ndarray:
 def _resultant(planes: pd.DataFrame, phase: str) -> float:
     """Per plane (one head width and plane index, so one frequency), the length of the mean of ``exp(i(theta k +
     phase))`` over the rows, median over the planes (unweighted)."""
-    z = pd.Series(np.exp(1j * (planes.freq.to_numpy() * planes.offset.to_numpy() + planes[phase].to_numpy())),
-                  index=planes.index)
+    z = pd.Series(np.exp(1j * phase_at_target(planes, phase)), index=planes.index)
     return float(z.groupby([planes.head_dim, planes.plane]).agg(lambda v: abs(v.mean())).median())
 
 
@@ -717,15 +728,11 @@ def unseen_phase_lifts(planes: pd.DataFrame, train_length: int) -> pd.DataFrame:
     """Per base-10^4 network: the median, over its retrieval heads, of the phase lift of the head's planes that turn less
     than once within ``T`` (``sum a cos(psi + arg c) / sum a``, :func:`phase_lift`); a head without unseen amplitude has
     none, and a network without any is left out."""
-    columns = [*NETWORK_KEYS, "unseen_phase_lift"]
     sub = planes[(planes.base_kind == "standard") & (planes.turns_in_T < 1.0)] if len(planes) else planes
     if not len(sub):
-        return pd.DataFrame(columns=columns)
-    sub = sub.assign(total=sub.amplitude, lift=sub.amplitude * phase_lift(sub, train_length))
-    per_head = sub.groupby([*NETWORK_KEYS, "layer", "head"])[["lift", "total"]].sum()
-    per_head = per_head[per_head.total > 0]
-    per_head["unseen_phase_lift"] = per_head.lift / per_head.total
-    return per_head.groupby(NETWORK_KEYS).unseen_phase_lift.median().reset_index()[columns]
+        return per_network_ratio(sub, np.array([]), np.array([]), "unseen_phase_lift")
+    weight = sub.amplitude.to_numpy()
+    return per_network_ratio(sub, weight * phase_lift(sub, train_length), weight, "unseen_phase_lift")
 
 
 def lift_pairs_value(planes: pd.DataFrame, networks: pd.DataFrame, train_length: int) -> float:
@@ -739,10 +746,8 @@ def lift_pairs_value(planes: pd.DataFrame, networks: pd.DataFrame, train_length:
     return float((pairs.gpt2 > pairs["all"]).mean())
 
 
-def unseen_phase(planes: pd.DataFrame, train_length: int, init: str, measure: str) -> float:
-    """A column of :func:`phase_summary` over the unseen planes of the base-10^4 retrieval heads of ``init`` (NaN if
-    none)."""
-    summary = phase_summary(planes, train_length)
+def unseen_phase(summary: pd.DataFrame, init: str, measure: str) -> float:
+    """A column of a :func:`phase_summary` (by ``"unseen"``) over the unseen planes of ``init`` (NaN if none)."""
     row = summary[(summary.init == init) & summary.unseen.astype(bool)] if len(summary) else summary
     return float(row[measure].iloc[0]) if len(row) else float("nan")
 
@@ -826,11 +831,12 @@ def claim_values(study: InitializationStudy, p: Parameters) -> dict[str, float]:
     values["unseen_share_rank_within"] = float(np.nanmean(within)) if within and not np.all(np.isnan(within)) \
         else float("nan")
     values["unseen_phase_lift_gpt2_higher"] = lift_pairs_value(planes, nets, T)
+    phases = phase_summary(planes, T)
     for init, tag in (("gpt2", "gpt2"), ("all", "wide")):
         for measure, name in (("phase_lift", "phase_lift"), ("far_lift_nats", "lift_nats"),
                               ("target_resultant", "resultant")):
-            values[f"unseen_{name}_{tag}"] = unseen_phase(planes, T, init, measure)
-    values["unseen_resultant_init"] = unseen_phase(planes, T, "gpt2", "init_resultant")
+            values[f"unseen_{name}_{tag}"] = unseen_phase(phases, init, measure)
+    values["unseen_resultant_init"] = unseen_phase(phases, "gpt2", "init_resultant")
     return values | adam_control_values(study, p, values["wide_init_helps"]) | held_out_values(p.committed_sweep)
 
 
@@ -870,7 +876,8 @@ def adam_control_values(study: InitializationStudy, p: Parameters, wide_gain: fl
                                                                    base_kind="standard"),
         adam_control_change=unseen_plane_change(control_planes, ADAM_CONTROL),
         adam_control_share=float(median) if median == median else float("nan"),
-        adam_control_phase_lift=unseen_phase(control_planes, p.train_length, ADAM_CONTROL, "phase_lift"))
+        adam_control_phase_lift=unseen_phase(phase_summary(control_planes, p.train_length), ADAM_CONTROL,
+                                             "phase_lift"))
 
 
 def adam_control_table(study: InitializationStudy, p: Parameters) -> pd.DataFrame:
@@ -895,5 +902,5 @@ def adam_control_table(study: InitializationStudy, p: Parameters) -> pd.DataFram
                          unseen_share=float(shares[shares.init == init].unseen_share.median()) if len(shares)
                          else float("nan"),
                          unseen_change=unseen_plane_change(planes, init),
-                         unseen_phase_lift=unseen_phase(planes, T, init, "phase_lift")))
+                         unseen_phase_lift=unseen_phase(phase_summary(planes, T), init, "phase_lift")))
     return pd.DataFrame(rows)
