@@ -112,13 +112,16 @@ def test_t5_head_reads_the_bucket_of_the_causal_distance():
 def test_parameters_are_checked():
     base = dict(seeds=1, seed_start=0, dim=64, vocab=64, train_length=32, offsets=[5], steps=10, batch=4, lr=0.01,
                 length_factor=2, eval_batch=4, encodings=["rope"], rope_base=10000.0, rotary_fraction=0.25,
-                alibi_slope=0.5, random_span_factor=2, workers=1, device="cpu")
+                alibi_slope=0.5, random_span_factor=2, xpos_scale_base=512.0, workers=1, device="cpu")
     zoo.Parameters.from_values(base)
+    zoo.Parameters.from_values({**base, "encodings": ["rope", "xpos"]})
     with pytest.raises(ParameterError, match="'rotary_fraction' = 0.01 is out of range"):
         zoo.Parameters.from_values({**base, "rotary_fraction": 0.01})
     with pytest.raises(ParameterError, match="encodings"):
-        zoo.Parameters.from_values({**base, "encodings": ["xpos"]})
-    assert set(zoo.PREDICTED_VERDICTS) == set(ZOO) == set(zoo.REVISED_VERDICTS)
+        zoo.Parameters.from_values({**base, "encodings": ["cope"]})
+    with pytest.raises(ParameterError, match="xpos_scale_base"):
+        zoo.Parameters.from_values({**base, "xpos_scale_base": 0.5})
+    assert set(zoo.PREDICTED_VERDICTS) == set(zoo.ENCODINGS) == set(zoo.REVISED_VERDICTS) == {*ZOO, "xpos"}
 
 
 def test_attention_diagnostics():

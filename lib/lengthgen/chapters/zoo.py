@@ -26,6 +26,7 @@ from ..model.evaluation import doubling_lengths, length_sweep
 from ..model.heads import PositionOnlyHead
 from ..model.position_zoo import t5_bucket
 from ..model.training import TrainedRun
+from ..model.xpos import XPOS, XposRunConfig
 from ..model.zoo_heads import ZOO, FireHead, RandomizedRopeHead, T5Head, ZooRunConfig
 from .claims import Claim, reported
 from .common import GB, Execution, HeadTraining, LengthSweep, map_stacked
@@ -34,10 +35,13 @@ from .equivariance import as_dtype, toeplitz_deviation
 LEARNED_FLOOR = 0.99  # in-range accuracy at T below which a run has not learned the task (chapter 2's floor)
 GENERALIZES_FLOOR = 0.95  # lowest out-of-range accuracy of a run that generalizes (chapter 1's worst_accuracy)
 VERDICTS = ("not learned", "generalizes", "fails")
-RELATIVE = ("nope", "alibi", "t5", "rope", "partial_rope")  # logits a function of i - j by construction
+ENCODINGS: dict[str, str] = {**ZOO, "xpos": XPOS}  # the zoo's nine, and xPos (added later, see PREDICTED_VERDICTS)
+RELATIVE = ("nope", "alibi", "t5", "rope", "partial_rope", "xpos")  # logits a function of i - j by construction
 ABSOLUTE = ("ape", "sinusoidal")  # logits of the positions themselves
 ABSOLUTE_FLOOR = 1e-3  # smallest relative Toeplitz deviation the test must see in a trained absolute head
+KERNEL_ENCODINGS = ("rope", "xpos")  # heads whose logit at every offset the study keeps (the xPos section's figure)
 FIRE_DRIFT_TOLERANCE = 1.0  # |log2| of the measured over the predicted offset (+1) of FIRE's most-attended key
+XPOS_PAIRED_SHARE = 0.8  # share of xPos runs below their RoPE twin's far attention (the book's paired bar, chapter 13)
 
 # The verdicts registered before any zoo run, with the mechanism behind each (defaults: T = 32, k = 5, d = 64, to 16T).
 PREDICTED_VERDICTS: dict[str, tuple[str, str]] = {
@@ -59,6 +63,11 @@ PREDICTED_VERDICTS: dict[str, tuple[str, str]] = {
                               "16T and that offset out-scores the target (chapters 1 and 3)"),
     "fire": ("fails", "beyond the threshold L the normalizer psi(i) grows with the query position, so the target "
                       "offset's input psi(k)/psi(i) drifts to values that nearer offsets had in training"),
+    # Added after every run above, and registered before any xPos head was trained (the chapter's seeds are fresh for it).
+    "xpos": ("generalizes", "a function of the offset (RoPE with plane m of the logit multiplied by zeta_m^(D/gamma) "
+                            "< 1), so chapter 1's argument holds; inside T the decay barely moves the planes, and beyond "
+                            "T it only shrinks each plane toward zero, the fast ones most, which lowers the far keys' "
+                            "total weight (Jensen) and cannot lift a far offset above a target that RoPE keeps on top"),
 }
 
 
@@ -91,11 +100,12 @@ class Parameters(HeadTraining, LengthSweep, Execution):
     """Chapter 10's parameters."""
 
     chapter = "10_zoo"
-    encodings: tuple[str, ...] = parameter("encodings to train (each gets every offset and seed)", choices=tuple(ZOO))
+    encodings: tuple[str, ...] = parameter("encodings to train (each gets every offset and seed)", choices=tuple(ENCODINGS))
     rope_base: float = parameter("RoPE base b of the frequencies b^(-2m/d) (rope, partial_rope, randomized)", 2.0, 1e9)
     rotary_fraction: float = parameter("share of each head's coordinates that partial RoPE rotates", 0.01, 1.0)
     alibi_slope: float = parameter("ALiBi's slope (0.5: the steepest head of eight)", 1e-4, 16.0)
     random_span_factor: int = parameter("randomized positions are drawn from 0 .. factor * longest length - 1", 1, 64)
+    xpos_scale_base: float = parameter("xPos's scale base gamma: plane m decays as zeta_m^(D / gamma)", 1.0, 1e9)
 
     def check(self) -> None:
         super().check()
@@ -178,6 +188,22 @@ CLAIMS = (
     reported("fire_no_drift_error", "the same median score for d = k, no drift (smallest over FIRE runs)"),
     reported("fire_threshold", "largest trained FIRE threshold L, in multiples of T (FIRE is relative for i <= L)"),
     reported("generalizing_encodings", "encodings every run of which generalizes"),
+    Claim("xpos_generalizes", "xPos runs that do not generalize (not learned in range, or below the floor beyond T)",
+          "==", 0,
+          "Evidence, a prediction registered before any xPos head was trained (PREDICTED_VERDICTS): a function of the "
+          "offset whose decay only shrinks the far planes toward zero. Judged like every other run (in range at least "
+          f"{LEARNED_FLOOR}, every out-of-range accuracy at least {GENERALIZES_FLOOR}); a run that does not learn counts "
+          "as failing, since the verdict says it learns."),
+    Claim("xpos_far_mass_lower", "share of xPos runs whose last query at the longest length puts less attention on "
+          "offsets of at least T than the RoPE run of the same offset and seed (same initialization, same data); an "
+          "xPos run without its RoPE twin counts as not lower, and with no xPos run the share is 1 (nothing to judge)",
+          ">=", XPOS_PAIRED_SHARE,
+          "Evidence for the mechanism behind the xPos verdict, registered before any xPos head was trained: inside T "
+          "the decay is at most 1 - zeta_0^(T/gamma), so the twins learn nearly the same planes; beyond T it shrinks the "
+          "oscillating planes toward zero, and by Jensen's inequality a smaller spread of the far logits lowers their "
+          "total weight. It fails if the twins learn different kernels, or if the far logits sit mostly below zero "
+          "(raised by the shrinking). Threshold: the book's paired share (chapter 13), so one pair in five may go the "
+          "other way."),
 )
 
 
@@ -189,15 +215,21 @@ class ZooStudy:
     deviation: pd.DataFrame  # encoding, offset, seed, trained, deviation; trained rows: attention_diagnostics, t5_margin
     fire: pd.DataFrame  # offset, seed, c, threshold (FIRE's learned constants), drift scores (fire_drift)
     verdicts: pd.DataFrame  # encoding, offset, seed, in_range, worst_beyond, measured, predicted, agrees
+    kernels: pd.DataFrame  # encoding, offset, seed, distance, logit: RoPE and xPos heads' logit at every offset
 
 
 def run_configs(p: Parameters) -> list[ZooRunConfig]:
     """One run per (encoding, offset, seed)."""
-    return [ZooRunConfig(encoding=e, offset=k, seed=s, dim=p.dim, vocab=p.vocab, train_length=p.train_length,
-                         steps=p.steps, batch=p.batch, lr=p.lr, device=p.device, rope_base=p.rope_base,
-                         max_length=p.longest, rotary_fraction=p.rotary_fraction, alibi_slope=p.alibi_slope,
-                         random_span=p.random_span_factor * p.longest)
-            for e in p.encodings for k in p.offsets for s in p.seed_list]
+    def config(encoding: str, offset: int, seed: int) -> ZooRunConfig:
+        shared = dict(encoding=encoding, offset=offset, seed=seed, dim=p.dim, vocab=p.vocab,
+                      train_length=p.train_length, steps=p.steps, batch=p.batch, lr=p.lr, device=p.device,
+                      rope_base=p.rope_base, max_length=p.longest, rotary_fraction=p.rotary_fraction,
+                      alibi_slope=p.alibi_slope, random_span=p.random_span_factor * p.longest)
+        if encoding == "xpos":
+            return XposRunConfig(**shared, xpos_scale_base=p.xpos_scale_base)
+        return ZooRunConfig(**shared)
+
+    return [config(e, k, s) for e in p.encodings for k in p.offsets for s in p.seed_list]
 
 
 @torch.no_grad()
@@ -215,9 +247,9 @@ def relative_deviation(head: PositionOnlyHead, length: int) -> float:
     return toeplitz_deviation(logits) if bool(logits.abs().max() > 0) else 0.0
 
 
-def measure_run(run: TrainedRun, job: tuple[list[int], int]) -> tuple[pd.DataFrame, list[dict], dict]:
-    """In the worker: accuracy against length of the trained head, the offset test trained and at init, and FIRE's
-    learned constants."""
+def measure_run(run: TrainedRun, job: tuple[list[int], int]) -> tuple[pd.DataFrame, list[dict], dict, pd.DataFrame]:
+    """In the worker: accuracy against length of the trained head, the offset test trained and at init, FIRE's
+    learned constants, and the logit at every offset of the RoPE and xPos heads (their kernels)."""
     lengths, eval_batch = job
     cfg, head = run.config, run.model
     ids = dict(encoding=cfg.encoding, offset=cfg.offset, seed=cfg.seed)
@@ -232,7 +264,12 @@ def measure_run(run: TrainedRun, job: tuple[list[int], int]) -> tuple[pd.DataFra
         fire = dict(offset=cfg.offset, seed=cfg.seed, c=float(head.fire.log_c.detach().exp()),
                     threshold=float(head.fire.threshold.detach().abs()) / cfg.train_length,
                     **fire_drift(head, cfg.train_length, cfg.offset, lengths[-1]))
-    return sweep, deviation, fire
+    kernel = pd.DataFrame()
+    if cfg.encoding in KERNEL_ENCODINGS:
+        distances = torch.arange(lengths[-1])
+        logits = as_dtype(head, torch.float64).offset_logits(distances).detach().cpu().numpy()
+        kernel = pd.DataFrame(dict(**ids, distance=distances.numpy(), logit=logits))
+    return sweep, deviation, fire, kernel
 
 
 DIAGNOSTIC_QUERIES = 64  # out-of-range queries, evenly spaced, whose most-attended key is classified
@@ -345,7 +382,7 @@ def agreement_table(verdicts: pd.DataFrame) -> pd.DataFrame:
 
 def revised_checks(verdicts: pd.DataFrame, deviation: pd.DataFrame, seeds: list[int]) -> dict[str, float]:
     """The values of the checks on the revised verdicts (see ``CLAIMS``), from the runs' verdicts and measurements."""
-    generalizing = verdicts[verdicts.revised == "generalizes"]
+    generalizing = verdicts[(verdicts.revised == "generalizes") & verdicts.encoding.isin(("rope", "partial_rope"))]
     failing = verdicts[verdicts.revised == "fails"]
     unlearnable = verdicts[verdicts.revised == "not learned"]
     learn_share = verdicts[verdicts.encoding.isin(EXPECT_LEARNED)].groupby("encoding").learned.mean()
@@ -360,14 +397,37 @@ def revised_checks(verdicts: pd.DataFrame, deviation: pd.DataFrame, seeds: list[
                 t5_far_outweigh=float((~(margins > 0)).sum()))
 
 
+def xpos_pairs(verdicts: pd.DataFrame, deviation: pd.DataFrame) -> pd.DataFrame:
+    """One row per xPos run: its verdict and lowest out-of-range accuracy, and the last query's attention on offsets of
+    at least ``T`` at the longest length beside that of its RoPE twin (same offset and seed; NaN without one)."""
+    trained = deviation[deviation.trained].set_index(["encoding", "offset", "seed"])
+    rows = []
+    for run in verdicts[verdicts.encoding == "xpos"].itertuples():
+        twin = ("rope", run.offset, run.seed)
+        rows.append(dict(offset=run.offset, seed=run.seed, measured=run.measured, worst_beyond=run.worst_beyond,
+                         far_mass=float(trained.loc[("xpos", run.offset, run.seed), "far_mass"]),
+                         rope_far_mass=float(trained.loc[twin, "far_mass"]) if twin in trained.index else math.nan))
+    return pd.DataFrame(rows, columns=["offset", "seed", "measured", "worst_beyond", "far_mass", "rope_far_mass"])
+
+
+def xpos_checks(pairs: pd.DataFrame) -> dict[str, float]:
+    """``xpos_generalizes`` and ``xpos_far_mass_lower`` (see ``CLAIMS``) from :func:`xpos_pairs`."""
+    if not len(pairs):
+        return dict(xpos_generalizes=0.0, xpos_far_mass_lower=1.0)
+    return dict(xpos_generalizes=float((pairs.measured != "generalizes").sum()),
+                xpos_far_mass_lower=float((pairs.far_mass < pairs.rope_far_mass).mean()))
+
+
 def zoo_study(p: Parameters, progress: bool = True) -> ZooStudy:
     """Train every (encoding, offset, seed) head, then measure accuracy against length and the offset test."""
     lengths = doubling_lengths(p.train_length, p.length_factor)
     configs = run_configs(p)
     results = map_stacked(measure_run, [(cfg, (lengths, p.eval_batch)) for cfg in configs], p.workers, progress)
-    sweeps, deviations, fires = zip(*results, strict=True)
+    sweeps, deviations, fires, kernels = zip(*results, strict=True)
     accuracy = pd.concat(sweeps, ignore_index=True)
     return ZooStudy(accuracy, pd.DataFrame([row for rows in deviations for row in rows]),
                     pd.DataFrame([f for f in fires if f], columns=["offset", "seed", "c", "threshold", "drift_error",
                                                                    "no_drift_error", "fraction_error"]),
-                    verdict_table(accuracy, p.train_length))
+                    verdict_table(accuracy, p.train_length),
+                    pd.concat([k for k in kernels if len(k)], ignore_index=True) if any(len(k) for k in kernels)
+                    else pd.DataFrame(columns=["encoding", "offset", "seed", "distance", "logit"]))

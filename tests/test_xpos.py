@@ -1,0 +1,118 @@
+"""xPos against its formula: the per-plane base, the decay on the logit, the RoPE twin, training in the one loop."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from lengthgen.chapters import zoo
+from lengthgen.chapters.equivariance import as_dtype
+from lengthgen.model.encodings import plane_index
+from lengthgen.model.evaluation import length_sweep
+from lengthgen.model.heads import RopeHead
+from lengthgen.model.training import train_together
+from lengthgen.model.xpos import XposHead, XposRunConfig, xpos_decay, xpos_zeta
+
+
+def _config(encoding: str = "xpos", **overrides) -> XposRunConfig:
+    base = dict(encoding=encoding, dim=16, vocab=8, train_length=12, offset=2, steps=3, batch=4, max_length=48,
+                xpos_scale_base=20.0)
+    return XposRunConfig(**{**base, **overrides})
+
+
+def test_zeta_is_the_papers_per_plane_base():
+    zeta = xpos_zeta(64)
+    assert zeta.shape == (32,)
+    assert float(zeta[0]) == pytest.approx(0.4 / 1.4)  # the fastest plane decays most
+    assert float(zeta[-1]) == pytest.approx((62 + 0.4 * 64) / (1.4 * 64))
+    assert bool((zeta.diff() > 0).all()) and float(zeta.max()) < 1
+    assert xpos_decay(torch.tensor([0, 512]), 64)[1, 0].item() == pytest.approx((0.4 / 1.4) ** 1.0)
+    with pytest.raises(ValueError, match="even"):
+        xpos_zeta(7)
+
+
+def test_logit_is_ropes_plane_by_plane_times_the_decay():
+    """Oracle: the RoPE twin's logit restricted to one plane at a time, weighted by zeta_m^((i - j) / gamma)."""
+    cfg = _config()
+    xpos = as_dtype(cfg.build_model(), torch.float64)
+    rope = as_dtype(_config("rope").build_model(), torch.float64)
+    pos = torch.arange(30)
+    offsets = (pos[:, None] - pos[None, :]).reshape(-1)
+    decay = xpos_decay(offsets, 16, cfg.xpos_scale_base).reshape(30, 30, 8)
+    first, second = plane_index(16, rope.convention)
+    expected = torch.zeros(30, 30, dtype=torch.float64)
+    q, k = rope.q.detach().clone(), rope.k.detach().clone()
+    for m in range(8):
+        mask = torch.zeros(16, dtype=torch.float64)
+        mask[[int(first[m]), int(second[m])]] = 1.0
+        with torch.no_grad():
+            rope.q.copy_(q * mask)
+            rope.k.copy_(k * mask)
+        expected += decay[:, :, m] * rope.position_logits(pos, pos)
+    assert torch.allclose(xpos.position_logits(pos, pos), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_same_initialization_as_the_rope_twin_and_rope_in_the_limit():
+    xpos, rope = _config(seed=3).build_model(), _config("rope", seed=3).build_model()
+    assert isinstance(xpos, XposHead) and type(rope) is RopeHead
+    for name, value in rope.state_dict().items():
+        assert torch.equal(value, xpos.state_dict()[name]), name
+    pos = torch.arange(40)
+    far = _config(seed=3, xpos_scale_base=1e15).build_model()  # zeta^(D / gamma) -> 1
+    assert torch.allclose(as_dtype(far, torch.float64).position_logits(pos, pos),
+                          as_dtype(rope, torch.float64).position_logits(pos, pos), rtol=1e-9, atol=1e-12)
+
+
+def test_a_function_of_the_offset_that_decays():
+    head = as_dtype(_config().build_model(), torch.float64)
+    assert zoo.relative_deviation(head, 48) < 1e-12
+    pos = torch.arange(20)
+    shifted = head.position_logits(pos + 100, pos + 100)  # torchscale centres positions: the logits do not move
+    assert torch.allclose(shifted, head.position_logits(pos, pos), rtol=1e-10, atol=1e-12)
+    # a head with a unit key in the fastest plane only: the logit at offset D is zeta_0^(D / gamma) cos(theta_0 D) / sqrt(d)
+    with torch.no_grad():
+        head.q.zero_()
+        head.k.zero_()
+        first, _ = plane_index(16, head.convention)
+        head.q[first[0]] = head.k[first[0]] = 1.0
+    offsets = torch.arange(0, 40)
+    expected = xpos_decay(offsets, 16, 20.0)[:, 0] * torch.cos(offsets * head.freqs[0]) / 4.0
+    assert torch.allclose(head.offset_logits(offsets), expected, rtol=1e-12, atol=1e-14)
+
+
+def test_trains_stacked_as_alone_and_is_scored():
+    runs = train_together([_config(seed=s) for s in (0, 1)])
+    alone = train_together([_config(seed=0)])[0]
+    assert torch.allclose(torch.tensor(alone.losses), torch.tensor(runs[0].losses), rtol=1e-4)
+    table = length_sweep(runs[1].model, runs[1].config, [12, 48], batch=4)
+    assert set(table.metric) >= {"in_range", "out_of_range"}
+
+
+def test_bad_scale_base_fails_loudly():
+    with pytest.raises(ValueError, match="scale_base"):
+        _config(xpos_scale_base=0.0).build_model()
+
+
+def test_the_chapter_runs_xpos_with_its_scale_base_and_pairs_it_with_its_rope_twin():
+    p = zoo.Parameters.from_values(dict(seeds=2, seed_start=0, dim=16, vocab=8, train_length=12, offsets=[2], steps=3,
+                                        batch=4, lr=0.01, length_factor=2, eval_batch=4, encodings=["rope", "xpos"],
+                                        rope_base=10000.0, rotary_fraction=0.25, alibi_slope=0.5,
+                                        random_span_factor=2, xpos_scale_base=64.0, workers=1, device="cpu"))
+    configs = zoo.run_configs(p)
+    assert [type(c).__name__ for c in configs] == ["ZooRunConfig"] * 2 + ["XposRunConfig"] * 2
+    assert configs[2].xpos_scale_base == 64.0 and isinstance(configs[2].build_model(), XposHead)
+    verdicts = pd.DataFrame([dict(encoding=e, offset=2, seed=s, measured=m, worst_beyond=w)
+                             for e, s, m, w in (("rope", 0, "generalizes", 1.0), ("rope", 1, "generalizes", 0.99),
+                                                ("xpos", 0, "generalizes", 1.0), ("xpos", 1, "fails", 0.4),
+                                                ("xpos", 2, "generalizes", 1.0))])
+    deviation = pd.DataFrame([dict(encoding=e, offset=2, seed=s, trained=True, far_mass=f)
+                              for e, s, f in (("rope", 0, 0.2), ("rope", 1, 0.1), ("xpos", 0, 0.1), ("xpos", 1, 0.3),
+                                              ("xpos", 2, 0.0))]
+                             + [dict(encoding="xpos", offset=2, seed=0, trained=False, far_mass=0.9)])
+    pairs = zoo.xpos_pairs(verdicts, deviation)
+    assert list(pairs.far_mass) == [0.1, 0.3, 0.0] and list(pairs.rope_far_mass[:2]) == [0.2, 0.1]
+    assert pairs.rope_far_mass.isna().iloc[2]  # no twin
+    # one pair lower, one higher, one without a twin (counts as not lower); one run fails
+    assert zoo.xpos_checks(pairs) == dict(xpos_generalizes=1.0, xpos_far_mass_lower=pytest.approx(1 / 3))
+    assert zoo.xpos_checks(pairs.iloc[:0]) == dict(xpos_generalizes=0.0, xpos_far_mass_lower=1.0)
