@@ -102,17 +102,55 @@ def test_the_chapter_runs_xpos_with_its_scale_base_and_pairs_it_with_its_rope_tw
     configs = zoo.run_configs(p)
     assert [type(c).__name__ for c in configs] == ["ZooRunConfig"] * 2 + ["XposRunConfig"] * 2
     assert configs[2].xpos_scale_base == 64.0 and isinstance(configs[2].build_model(), XposHead)
-    verdicts = pd.DataFrame([dict(encoding=e, offset=2, seed=s, measured=m, worst_beyond=w)
+    verdicts = pd.DataFrame([dict(encoding=e, offset=2, seed=s, measured=m, worst_beyond=w, learned=m != "not learned")
                              for e, s, m, w in (("rope", 0, "generalizes", 1.0), ("rope", 1, "generalizes", 0.99),
-                                                ("xpos", 0, "generalizes", 1.0), ("xpos", 1, "fails", 0.4),
-                                                ("xpos", 2, "generalizes", 1.0))])
-    deviation = pd.DataFrame([dict(encoding=e, offset=2, seed=s, trained=True, far_mass=f)
-                              for e, s, f in (("rope", 0, 0.2), ("rope", 1, 0.1), ("xpos", 0, 0.1), ("xpos", 1, 0.3),
-                                              ("xpos", 2, 0.0))]
-                             + [dict(encoding="xpos", offset=2, seed=0, trained=False, far_mass=0.9)])
-    pairs = zoo.xpos_pairs(verdicts, deviation)
-    assert list(pairs.far_mass) == [0.1, 0.3, 0.0] and list(pairs.rope_far_mass[:2]) == [0.2, 0.1]
-    assert pairs.rope_far_mass.isna().iloc[2]  # no twin
-    # one pair lower, one higher, one without a twin (counts as not lower); one run fails
-    assert zoo.xpos_checks(pairs) == dict(xpos_generalizes=1.0, xpos_far_mass_lower=pytest.approx(1 / 3))
-    assert zoo.xpos_checks(pairs.iloc[:0]) == dict(xpos_generalizes=0.0, xpos_far_mass_lower=1.0)
+                                                ("rope", 3, "not learned", 0.1), ("xpos", 0, "generalizes", 1.0),
+                                                ("xpos", 1, "fails", 0.4), ("xpos", 2, "generalizes", 1.0),
+                                                ("xpos", 3, "generalizes", 1.0))])
+    measures = pd.DataFrame([dict(encoding=e, offset=2, seed=s, far=f, far_init=fi, far_predicted=fp, worst_predicted=w)
+                             for e, s, f, fi, fp, w in (("rope", 0, 0.2, 0.5, 0.15, 1.0), ("rope", 1, 0.1, 0.5, 0.4, 0.3),
+                                                        ("rope", 3, 0.3, 0.5, 0.3, 0.1),
+                                                        ("xpos", 0, 0.1, 0.4, None, None),
+                                                        ("xpos", 1, 0.3, 0.6, None, None),
+                                                        ("xpos", 2, 0.0, 0.4, None, None),
+                                                        ("xpos", 3, 0.3, 0.4, None, None))])
+    pairs = zoo.xpos_pairs(verdicts, measures)
+    assert list(pairs.judged) == [True, True, False, False]  # seed 2 has no twin, seed 3's twin did not learn
+    assert list(pairs.rope_far[:2]) == [0.2, 0.1] and pairs.rope_far.isna().iloc[2]
+    checks = zoo.xpos_checks(pairs)
+    # seed 0: down from the twin as predicted (0.15 < 0.2), within a factor 2 of 0.15; seed 1: up as predicted
+    # (0.4 > 0.1), 0.3 within a factor 2 of 0.4; seeds 2 and 3 are not judged and count as failing
+    assert checks["xpos_direction_predicted"] == pytest.approx(0.5) and checks["xpos_far_predicted"] == pytest.approx(0.5)
+    assert checks["xpos_generalizes"] == 1.0 and checks["xpos_lower_share"] == pytest.approx(0.5)
+    assert checks["xpos_lower_at_init"] == pytest.approx(2 / 3)  # 0.4 < 0.5, 0.6 > 0.5, 0.4 < 0.5 (seed 2: no twin)
+    wrong = zoo.xpos_checks(pairs.assign(far_predicted=[0.25, 0.05, 0.1, 0.1]))  # both directions mispredicted
+    assert wrong["xpos_direction_predicted"] == 0.0 and wrong["xpos_far_predicted"] == 0.0
+    assert zoo.xpos_checks(pairs.iloc[:0])["xpos_direction_predicted"] == 1.0
+
+
+def test_long_positions_stay_finite_in_float32():
+    head = _config(xpos_scale_base=8.0).build_model()  # zeta_0^(-4000 / 8) would overflow without centring
+    pos = torch.arange(4000, 4040)
+    logits = head.position_logits(pos, pos)
+    assert bool(torch.isfinite(logits).all())
+    assert torch.allclose(logits, head.position_logits(pos - 4000, pos - 4000), rtol=1e-4, atol=1e-6)
+
+
+def test_the_prediction_from_the_rope_twin_and_the_far_attention():
+    rope_cfg = _config("rope", seed=1)
+    rope = rope_cfg.build_model()
+    with torch.no_grad():
+        rope.q.mul_(3.0)  # stands in for training
+    predicted = zoo.xpos_twin(rope_cfg, rope, 20.0)
+    assert isinstance(predicted, XposHead) and predicted.scale_base == 20.0 and torch.equal(predicted.q, rope.q)
+    pos = torch.arange(30)
+    assert not torch.allclose(predicted.position_logits(pos, pos), rope.position_logits(pos, pos))
+    far = zoo.far_attention(rope, 12, 48)
+    assert 0 < far < 1
+    queries = zoo.diagnostic_queries(12, 48)
+    weights = as_dtype(rope, torch.float64).attention(48, queries)
+    expected = sum(float(weights[n, : int(q) - 12 + 1].sum()) for n, q in enumerate(queries)) / len(queries)
+    assert far == pytest.approx(expected)
+    nope = zoo.ZooRunConfig(encoding="nope", dim=16, vocab=8, train_length=12, offset=2, max_length=48).build_model()
+    uniform = sum((int(q) - 12 + 1) / (int(q) + 1) for q in queries) / len(queries)
+    assert zoo.far_attention(nope, 12, 48) == pytest.approx(uniform)

@@ -7,7 +7,8 @@ at position ``i`` by ``zeta_m^(i/gamma)`` and the key at ``j`` by ``zeta_m^(-j/g
 
 so plane ``m`` of the logit is multiplied by ``zeta_m^((i - j)/gamma)``: still a function of the offset alone, and a
 decay that is strongest on the fastest plane (``zeta_0 = 0.4 / 1.4``) and weakest on the slowest. torchscale centres
-the positions to keep the two factors near one; the product, and so the logit, is the same. Its blockwise causal
+the positions to keep the two factors near one, and so does :class:`XposHead`; the product, and so the logit, is the
+same. Its blockwise causal
 attention at inference is a separate device and is not part of the encoding here.
 
 * :func:`xpos_zeta`, :func:`xpos_decay`: the per-plane base ``zeta_m`` and the factor on the logit at an offset;
@@ -60,14 +61,18 @@ class XposHead(RopeHead):
         coordinate_zeta[first] = coordinate_zeta[second] = xpos_zeta(dim)
         self.register_buffer("log_zeta", coordinate_zeta.log())  # per coordinate, in the convention's order
 
-    def scale(self, positions: torch.Tensor) -> torch.Tensor:
-        """``zeta^(position / gamma)`` per position and coordinate, ``(n, d)``, in the head's dtype."""
-        exponent = positions.to(device=self.log_zeta.device, dtype=torch.float64)[:, None] / self.scale_base
-        return torch.exp(exponent * self.log_zeta[None, :]).to(self.value.dtype)
+    def scale(self, positions: torch.Tensor, center: torch.Tensor | float = 0.0) -> torch.Tensor:
+        """``zeta^((position - center) / gamma)`` per position and coordinate, ``(n, d)``, in the head's dtype."""
+        shifted = positions.to(device=self.log_zeta.device, dtype=torch.float64) - center
+        return torch.exp(shifted[:, None] / self.scale_base * self.log_zeta[None, :]).to(self.value.dtype)
 
     def position_logits(self, query_pos: torch.Tensor, key_pos: torch.Tensor) -> torch.Tensor:
-        queries = rotate(self.q, query_pos, self.freqs, self.convention) * self.scale(query_pos)
-        keys = rotate(self.k, key_pos, self.freqs, self.convention) / self.scale(key_pos)
+        """RoPE's logits with the decay; positions are centred on their midpoint first (as torchscale does), which
+        leaves the product of the two factors unchanged and keeps each near one at any length."""
+        every = torch.cat([query_pos.reshape(-1), key_pos.reshape(-1)]).to(torch.float64)
+        center = 0.5 * (every.min() + every.max())
+        queries = rotate(self.q, query_pos, self.freqs, self.convention) * self.scale(query_pos, center)
+        keys = rotate(self.k, key_pos, self.freqs, self.convention) / self.scale(key_pos, center)
         return queries @ keys.T / math.sqrt(self.dim)
 
 
