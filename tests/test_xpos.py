@@ -107,25 +107,31 @@ def test_the_chapter_runs_xpos_with_its_scale_base_and_pairs_it_with_its_rope_tw
                                                 ("rope", 3, "not learned", 0.1), ("xpos", 0, "generalizes", 1.0),
                                                 ("xpos", 1, "fails", 0.4), ("xpos", 2, "generalizes", 1.0),
                                                 ("xpos", 3, "generalizes", 1.0))])
-    measures = pd.DataFrame([dict(encoding=e, offset=2, seed=s, far=f, far_init=fi, far_predicted=fp, worst_predicted=w)
-                             for e, s, f, fi, fp, w in (("rope", 0, 0.2, 0.5, 0.15, 1.0), ("rope", 1, 0.1, 0.5, 0.4, 0.3),
-                                                        ("rope", 3, 0.3, 0.5, 0.3, 0.1),
-                                                        ("xpos", 0, 0.1, 0.4, None, None),
-                                                        ("xpos", 1, 0.3, 0.6, None, None),
-                                                        ("xpos", 2, 0.0, 0.4, None, None),
-                                                        ("xpos", 3, 0.3, 0.4, None, None))])
+    qk_init = [0.0, 0.0]
+    measures = pd.DataFrame([dict(encoding=e, offset=2, seed=s, far=f, far_init=fi, far_predicted=fp, worst_predicted=w,
+                                  qk=qk, qk_init=qk_init)
+                             for e, s, f, fi, fp, w, qk in (("rope", 0, 0.2, 0.5, 0.1, 1.0, [1.0, 0.0]),
+                                                            ("rope", 1, 0.1, 0.5, 0.4, 0.3, [0.0, 2.0]),
+                                                            ("rope", 3, 0.3, 0.5, 0.3, 0.1, [1.0, 1.0]),
+                                                            ("xpos", 0, 0.11, 0.4, None, None, [1.0, 0.5]),
+                                                            ("xpos", 1, 0.12, 0.6, None, None, [0.0, 2.0]),
+                                                            ("xpos", 2, 0.0, 0.4, None, None, [1.0, 1.0]),
+                                                            ("xpos", 3, 0.3, 0.4, None, None, [1.0, 1.0]))])
     pairs = zoo.xpos_pairs(verdicts, measures)
     assert list(pairs.judged) == [True, True, False, False]  # seed 2 has no twin, seed 3's twin did not learn
     assert list(pairs.rope_far[:2]) == [0.2, 0.1] and pairs.rope_far.isna().iloc[2]
+    assert list(pairs.parameter_gap[:2]) == [pytest.approx(0.5), 0.0]
     checks = zoo.xpos_checks(pairs)
-    # seed 0: down from the twin as predicted (0.15 < 0.2), within a factor 2 of 0.15; seed 1: up as predicted
-    # (0.4 > 0.1), 0.3 within a factor 2 of 0.4; seeds 2 and 3 are not judged and count as failing
-    assert checks["xpos_direction_predicted"] == pytest.approx(0.5) and checks["xpos_far_predicted"] == pytest.approx(0.5)
-    assert checks["xpos_generalizes"] == 1.0 and checks["xpos_lower_share"] == pytest.approx(0.5)
-    assert checks["xpos_lower_at_init"] == pytest.approx(2 / 3)  # 0.4 < 0.5, 0.6 > 0.5, 0.4 < 0.5 (seed 2: no twin)
-    wrong = zoo.xpos_checks(pairs.assign(far_predicted=[0.25, 0.05, 0.1, 0.1]))  # both directions mispredicted
-    assert wrong["xpos_direction_predicted"] == 0.0 and wrong["xpos_far_predicted"] == 0.0
-    assert zoo.xpos_checks(pairs.iloc[:0])["xpos_direction_predicted"] == 1.0
+    # seed 0: 0.11 is nearer the prediction 0.1 than the twin's 0.2; seed 1: 0.12 is nearer the twin's 0.1 than 0.4;
+    # seeds 2 and 3 are not judged and count as failing
+    assert checks["xpos_far_predicted"] == pytest.approx(0.25) and checks["xpos_generalizes"] == 1.0
+    assert checks["xpos_lower_share"] == pytest.approx(0.5) and checks["xpos_predicted_lower"] == pytest.approx(0.5)
+    assert checks["xpos_lower_at_init"] == pytest.approx(0.5)  # judged pairs: 0.4 < 0.5, 0.6 > 0.5
+    assert checks["xpos_parameter_gap"] == pytest.approx(0.25)
+    # a decay that moves nothing leaves nothing to judge: the pair fails instead of passing for free
+    flat = zoo.xpos_pairs(verdicts, measures.assign(far_predicted=measures.far))
+    assert not flat.judged.any() and zoo.xpos_checks(flat)["xpos_far_predicted"] == 0.0
+    assert zoo.xpos_checks(pairs.iloc[:0])["xpos_far_predicted"] == 1.0
 
 
 def test_long_positions_stay_finite_in_float32():
@@ -148,9 +154,27 @@ def test_the_prediction_from_the_rope_twin_and_the_far_attention():
     far = zoo.far_attention(rope, 12, 48)
     assert 0 < far < 1
     queries = zoo.diagnostic_queries(12, 48)
-    weights = as_dtype(rope, torch.float64).attention(48, queries)
+    weights = as_dtype(rope, torch.float64).attention(48, queries).detach()
     expected = sum(float(weights[n, : int(q) - 12 + 1].sum()) for n, q in enumerate(queries)) / len(queries)
     assert far == pytest.approx(expected)
     nope = zoo.ZooRunConfig(encoding="nope", dim=16, vocab=8, train_length=12, offset=2, max_length=48).build_model()
     uniform = sum((int(q) - 12 + 1) / (int(q) + 1) for q in queries) / len(queries)
     assert zoo.far_attention(nope, 12, 48) == pytest.approx(uniform)
+
+
+def test_the_study_measures_the_twins_and_the_prediction():
+    p = zoo.Parameters.from_values(dict(seeds=1, seed_start=0, dim=16, vocab=8, train_length=12, offsets=[2], steps=5,
+                                        batch=4, lr=0.01, length_factor=2, eval_batch=4, encodings=["rope", "xpos", "ape"],
+                                        rope_base=10000.0, rotary_fraction=0.25, alibi_slope=0.5,
+                                        random_span_factor=2, xpos_scale_base=16.0, workers=1, device="cpu"))
+    study = zoo.zoo_study(p, progress=False)
+    assert sorted(study.xpos.encoding) == ["rope", "xpos"]
+    assert set(study.kernels.encoding) == {"rope", "xpos", zoo.PREDICTED_XPOS}
+    assert len(study.kernels) == 3 * 24 and len(zoo.xpos_pairs(study.verdicts, study.xpos)) == 1
+    rope_cfg = zoo.run_configs(p)[0]
+    # at initialization the prediction is the xPos head itself: the same draws, the same decay
+    init_prediction = zoo.far_attention(zoo.xpos_twin(rope_cfg, rope_cfg.build_model(), 16.0), 12, 24)
+    xpos_row = study.xpos[study.xpos.encoding == "xpos"].iloc[0]
+    assert xpos_row.far_init == pytest.approx(init_prediction, rel=1e-12)
+    with pytest.raises(ValueError, match="does not fit"):
+        zoo.xpos_twin(rope_cfg, zoo.run_configs(p)[2].build_model(), 16.0)  # an APE head's state
