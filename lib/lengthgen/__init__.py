@@ -9,6 +9,7 @@ and assert.
     ``encodings``    rotary position encoding in both pairings, frequency sets, the identifiable base
     ``position_zoo`` sinusoidal, randomized, T5 bias, ALiBi, partial rotary and FIRE, from their formulas
     ``zoo_heads``    a single position-only head for every encoding of the zoo, and its runs
+    ``xpos``         xPos (RoPE with a per-plane decay) for the zoo's single head, and its runs
     ``sequence_tasks`` shift, copy with distinct tokens and reversal by instance size, scored by exact match
     ``zoo_network``  chapter 6's decoder with any encoding of the zoo, and its runs
     ``heads``        single position-only heads (RoPE, learned APE, the linear rotary kernel) and their runs

@@ -8,6 +8,7 @@ Nothing in this package knows about chapters, notebooks or the book: it imports 
 - ``encodings``: rotary position encoding (both pairings), frequency sets, rotation.
 - ``position_zoo``: the other common encodings from their formulas (sinusoidal, randomized, T5, ALiBi, partial rotary, FIRE).
 - ``zoo_heads``: a single position-only head for every encoding of the zoo (chapter 10) and its run configuration.
+- ``xpos``: xPos (RoPE with a per-plane decay) for the zoo's single head, and its run configuration.
 - ``sequence_tasks``: shift, copy with distinct tokens and reversal by instance size, scored by exact match.
 - ``zoo_network``: chapter 6's decoder with any encoding of the zoo (chapter 11) and its run configuration.
 - ``heads``: single position-only attention heads (RoPE, learned APE, linear rotary kernel) and their run configurations.
