@@ -30,7 +30,7 @@ from ..model.xpos import XPOS, XposRunConfig
 from ..model.zoo_heads import ZOO, FireHead, RandomizedRopeHead, T5Head, ZooRunConfig
 from .claims import Claim, reported
 from .common import GB, Execution, HeadTraining, LengthSweep, map_stacked
-from .equivariance import as_dtype, toeplitz_deviation
+from .equivariance import as_dtype, offset_profile, toeplitz_deviation
 
 LEARNED_FLOOR = 0.99  # in-range accuracy at T below which a run has not learned the task (chapter 2's floor)
 GENERALIZES_FLOOR = 0.95  # lowest out-of-range accuracy of a run that generalizes (chapter 1's worst_accuracy)
@@ -304,9 +304,8 @@ def xpos_twin(cfg: ZooRunConfig, head: PositionOnlyHead, scale_base: float) -> P
 
 def offset_kernel(label: str, cfg: ZooRunConfig, head: PositionOnlyHead, length: int) -> pd.DataFrame:
     """The float64 logit at every offset ``0 .. length - 1`` of a rotary head, one row per offset."""
-    distances = torch.arange(length)
-    logits = as_dtype(head, torch.float64).offset_logits(distances).detach().cpu().numpy()
-    return pd.DataFrame(dict(encoding=label, offset=cfg.offset, seed=cfg.seed, distance=distances.numpy(), logit=logits))
+    logits = offset_profile(head, length).numpy()
+    return pd.DataFrame(dict(encoding=label, offset=cfg.offset, seed=cfg.seed, distance=np.arange(length), logit=logits))
 
 
 def query_key(head: PositionOnlyHead) -> list[float]:
