@@ -10,6 +10,9 @@ peak at offset ``k`` at all. The chapter then measures
 * accuracy against length, and from it a verdict per run: *not learned* (in range at ``T`` below
   :data:`LEARNED_FLOOR`), *generalizes* (every out-of-range accuracy up to the longest length at least
   :data:`GENERALIZES_FLOOR`) or *fails*.
+
+Its committed sweep (``data/sweeps/zoo``) runs the chapter at its defaults on :data:`HELD_OUT_SEEDS` at other offsets;
+:func:`held_out_zoo` reads those runs back (their checks and per-run verdicts) beside the page's own.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import pandas as pd
 import torch
 
 from ..book.parameters import ParameterError, parameter
+from ..book.paths import SWEEPS_DIR
+from ..book.sweep import stored_records
 from ..model.evaluation import doubling_lengths, length_sweep
 from ..model.heads import PositionOnlyHead
 from ..model.position_zoo import t5_bucket
@@ -29,8 +34,11 @@ from ..model.training import TrainedRun
 from ..model.xpos import XPOS, XposRunConfig
 from ..model.zoo_heads import ZOO, FireHead, RandomizedRopeHead, T5Head, ZooRunConfig
 from .claims import Claim, reported
+from .committed import CommittedSweep
 from .common import GB, Execution, HeadTraining, LengthSweep, map_stacked
 from .equivariance import as_dtype, offset_profile, toeplitz_deviation
+from .held_out import HeldOutRuns, held_out_runs
+from .stats import binomial_interval
 
 LEARNED_FLOOR = 0.99  # in-range accuracy at T below which a run has not learned the task (chapter 2's floor)
 GENERALIZES_FLOOR = 0.95  # lowest out-of-range accuracy of a run that generalizes (chapter 1's worst_accuracy)
@@ -44,6 +52,8 @@ PREDICTED_XPOS = "xpos, predicted from rope"  # the kernels' label of a RoPE hea
 FIRE_DRIFT_TOLERANCE = 1.0  # |log2| of the measured over the predicted offset (+1) of FIRE's most-attended key
 XPOS_PAIRED_SHARE = 0.8  # share of xPos runs agreeing with the prediction from their RoPE twin (the book's paired bar)
 XPOS_MIN_EFFECT = 1.1  # a pair is judged only where the prediction's far attention differs from the twin's by this factor
+HELD_OUT_SEEDS = tuple(range(640, 660))  # the committed sweep's runs draw here, reserved before any of them ran
+HELD_OUT_CONFIDENCE = 0.95  # the exact (Clopper-Pearson) interval shown around each held-out share
 
 # The verdicts registered before any zoo run, with the mechanism behind each (defaults: T = 32, k = 5, d = 64, to 16T).
 PREDICTED_VERDICTS: dict[str, tuple[str, str]] = {
@@ -99,10 +109,11 @@ _SPLIT = ("Split from one check registered after the first run ('revised_verdict
 
 
 @dataclass(frozen=True)
-class Parameters(HeadTraining, LengthSweep, Execution):
+class Parameters(HeadTraining, LengthSweep, Execution, CommittedSweep):
     """Chapter 10's parameters."""
 
     chapter = "10_zoo"
+    held_out_seeds = HELD_OUT_SEEDS
     encodings: tuple[str, ...] = parameter("encodings to train (each gets every offset and seed)", choices=tuple(ENCODINGS))
     rope_base: float = parameter("RoPE base b of the frequencies b^(-2m/d) (rope, partial_rope, randomized)", 2.0, 1e9)
     rotary_fraction: float = parameter("share of each head's coordinates that partial RoPE rotates", 0.01, 1.0)
@@ -224,7 +235,25 @@ CLAIMS = (
              "alone, no training)"),
     reported("xpos_predicted_lower", "share of judged pairs whose prediction lies below the twin (a constant rule "
              "'lower' would score this on the direction)"),
+    Claim("held_out_complete", "runs the committed sweep's spec lists that have no record made by this code and this "
+          "notebook", "==", 0, "Sanity check: the held-out runs are all there and none is stale.", role="sanity"),
+    Claim("held_out_failures", "held-out runs (committed sweep: seeds reserved in HELD_OUT_SEEDS before any of them "
+          "ran, at the default offset and at offsets beside it) in which one of the chapter's evidence checks fails or "
+          "is missing", "==", 0,
+          "The registered verdicts must hold where nothing was chosen. Each run of the committed sweep is this chapter "
+          "at its defaults on five seeds never used while it was written, at the default offset or another one, and "
+          "asserts every evidence check on its own runs: the revised verdict of each encoding (generalizes_as_revised, "
+          "fails_when_learned, xpos_generalizes) and each mechanism check (t5_far_outweigh, fire_drift, "
+          "xpos_far_predicted). Registered with the sweep's spec, before any of its runs. Without a committed sweep "
+          "there is no evidence, which counts as a failure."),
+    reported("held_out_other_failures", "proof and sanity checks failing in held-out runs, counted over (run, check)"),
+    reported("held_out_agreement", "share of held-out runs (encoding, offset, seed) of the encodings expected to learn "
+             "(all but NoPE, ALiBi and randomized) that learned in range, whose measured verdict is the revised one"),
+    reported("held_out_predicted_disagreements", "held-out runs (encoding, offset, seed) whose measured verdict "
+             "differs from the verdict registered before any run (PREDICTED_VERDICTS)"),
 )
+HELD_OUT_EVIDENCE = tuple(c.name for c in CLAIMS if c.role == "evidence" and c.comparison and not c.name.startswith(
+    "held_out"))  # the checks every held-out run must pass
 
 
 @dataclass
@@ -538,3 +567,69 @@ def zoo_study(p: Parameters, progress: bool = True) -> ZooStudy:
                     else pd.DataFrame(columns=kernel_columns),
                     pd.DataFrame([x for x in xpos if x], columns=["encoding", "offset", "seed", "far", "far_init", "qk",
                                                                   "qk_init", "far_predicted", "worst_predicted"]))
+
+
+def record_details(study: ZooStudy) -> dict[str, list[dict]]:
+    """What the chapter's record carries beyond its checks, so that the committed sweep keeps every run's verdict and
+    every xPos pair (the held-out section pools them over runs)."""
+    return dict(verdicts=study.verdicts.to_dict("records"), xpos_pairs=xpos_pairs(study.verdicts, study.xpos).to_dict("records"))
+
+
+@dataclass
+class HeldOutZoo:
+    """The committed sweep's current runs of this chapter: their checks, and their per-run verdicts and xPos pairs."""
+
+    runs: HeldOutRuns  # checks of every present run, and how many the spec lists and miss
+    verdicts: pd.DataFrame  # one row per (encoding, offset, seed) of the present runs: verdict_table's columns
+    xpos: pd.DataFrame  # one row per xPos run: xpos_pairs' columns
+    wall_times: list[float]  # seconds of each present run
+
+
+def held_out_zoo(name: str) -> HeldOutZoo | None:
+    """Read the committed sweep ``data/sweeps/<name>`` (None for ``""``): every current run's checks and details."""
+    if not name:
+        return None
+    runs = held_out_runs(name, Parameters.chapter)
+    keys = set(runs.checks.key) if len(runs.checks) else set()
+    records = list(stored_records(SWEEPS_DIR / name, keys))
+    verdicts = pd.DataFrame([row for r in records for row in r["details"]["verdicts"]])
+    if len(verdicts) and verdicts.duplicated(["encoding", "offset", "seed"]).any():
+        raise ValueError(f"the committed sweep {name} has two runs of the same (encoding, offset, seed); their verdicts "
+                         f"would be pooled: give the runs of different settings different seeds")
+    xpos = pd.DataFrame([row for r in records for row in r["details"]["xpos_pairs"]], columns=XPOS_PAIR_COLUMNS)
+    return HeldOutZoo(runs, verdicts, xpos, [float(r["wall_time_s"] or 0.0) for r in records])
+
+
+def held_out_values(held: HeldOutZoo | None) -> dict[str, float]:
+    """The held-out claims' values (see ``CLAIMS``): NaN, a failure for the asserted ones, without a sweep or runs."""
+    nothing = dict(held_out_failures=math.nan, held_out_other_failures=math.nan, held_out_agreement=math.nan,
+                   held_out_predicted_disagreements=math.nan)
+    if held is None:
+        return dict(held_out_complete=0.0) | nothing
+    checks = held.runs.checks
+    if not len(checks):
+        return dict(held_out_complete=float(held.runs.missing)) | nothing
+    passing = {key: set(run.name[run.passed.map(lambda v: v is True)]) for key, run in checks.groupby("key")}
+    guards = checks[checks.role.isin(("proof", "sanity")) & ~checks.name.str.startswith("held_out")]
+    judged = held.verdicts[held.verdicts.encoding.isin(EXPECT_LEARNED) & held.verdicts.learned.astype(bool)]
+    return dict(held_out_complete=float(held.runs.missing),
+                held_out_failures=float(sum(not set(HELD_OUT_EVIDENCE) <= names for names in passing.values())),
+                held_out_other_failures=float(guards.passed.map(lambda v: v is False).sum()),
+                held_out_agreement=float(judged.agrees_revised.astype(bool).mean()) if len(judged) else math.nan,
+                held_out_predicted_disagreements=float((~held.verdicts.agrees.astype(bool)).sum()))
+
+
+def held_out_cells(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Per encoding over the held-out runs: the revised verdict, runs, runs learned, runs generalizing, and among the
+    learned runs the share whose verdict is the revised one with its exact interval (:data:`HELD_OUT_CONFIDENCE`)."""
+    rows = []
+    for encoding, g in verdicts.groupby("encoding", sort=False):
+        learned = g[g.learned.astype(bool)]
+        agree = int(learned.agrees_revised.astype(bool).sum())
+        low, high = binomial_interval(agree, len(learned), HELD_OUT_CONFIDENCE) if len(learned) else (math.nan,) * 2
+        rows.append(dict(encoding=encoding, revised=g.revised.iloc[0], runs=len(g), learned=len(learned),
+                         generalizes=int((g.measured == "generalizes").sum()), agree=agree,
+                         share=agree / len(learned) if len(learned) else math.nan, low=low, high=high,
+                         worst_beyond=float(learned.worst_beyond.mean()) if len(learned) else math.nan))
+    return pd.DataFrame(rows, columns=["encoding", "revised", "runs", "learned", "generalizes", "agree", "share", "low",
+                                       "high", "worst_beyond"])
