@@ -98,7 +98,8 @@ def test_the_chapter_runs_xpos_with_its_scale_base_and_pairs_it_with_its_rope_tw
     p = zoo.Parameters.from_values(dict(seeds=2, seed_start=0, dim=16, vocab=8, train_length=12, offsets=[2], steps=3,
                                         batch=4, lr=0.01, length_factor=2, eval_batch=4, encodings=["rope", "xpos"],
                                         rope_base=10000.0, rotary_fraction=0.25, alibi_slope=0.5,
-                                        random_span_factor=2, xpos_scale_base=64.0, workers=1, device="cpu"))
+                                        random_span_factor=2, xpos_scale_base=64.0, committed_sweep="",
+                                        workers=1, device="cpu"))
     configs = zoo.run_configs(p)
     assert [type(c).__name__ for c in configs] == ["ZooRunConfig"] * 2 + ["XposRunConfig"] * 2
     assert configs[2].xpos_scale_base == 64.0 and isinstance(configs[2].build_model(), XposHead)
@@ -166,7 +167,7 @@ def test_the_study_measures_the_twins_and_the_prediction():
     p = zoo.Parameters.from_values(dict(seeds=1, seed_start=0, dim=16, vocab=8, train_length=12, offsets=[2], steps=5,
                                         batch=4, lr=0.01, length_factor=2, eval_batch=4, encodings=["rope", "xpos", "ape"],
                                         rope_base=10000.0, rotary_fraction=0.25, alibi_slope=0.5,
-                                        random_span_factor=2, xpos_scale_base=16.0, workers=1, device="cpu"))
+                                        random_span_factor=2, xpos_scale_base=16.0, committed_sweep="", workers=1, device="cpu"))
     study = zoo.zoo_study(p, progress=False)
     assert sorted(study.xpos.encoding) == ["rope", "xpos"]
     assert set(study.kernels.encoding) == {"rope", "xpos", zoo.PREDICTED_XPOS}

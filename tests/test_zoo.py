@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 import torch
@@ -112,8 +114,21 @@ def test_t5_head_reads_the_bucket_of_the_causal_distance():
 def test_parameters_are_checked():
     base = dict(seeds=1, seed_start=0, dim=64, vocab=64, train_length=32, offsets=[5], steps=10, batch=4, lr=0.01,
                 length_factor=2, eval_batch=4, encodings=["rope"], rope_base=10000.0, rotary_fraction=0.25,
-                alibi_slope=0.5, random_span_factor=2, xpos_scale_base=512.0, workers=1, device="cpu")
+                alibi_slope=0.5, random_span_factor=2, xpos_scale_base=512.0, committed_sweep="",
+                workers=1, device="cpu")
     zoo.Parameters.from_values(base)
+    zoo.Parameters.from_values({**base, "committed_sweep": "zoo"})
+    with pytest.raises(ParameterError, match="'committed_sweep' = 'nowhere' is out of range"):
+        zoo.Parameters.from_values({**base, "committed_sweep": "nowhere"})
+    with pytest.raises(ParameterError, match="must avoid the sweep's held-out seeds 660 .. 689"):
+        zoo.Parameters.from_values({**base, "committed_sweep": "zoo", "seed_start": 655, "seeds": 10})
+    with pytest.raises(ParameterError, match="held-out evidence is the sweep registered for it, 'zoo'"):
+        zoo.Parameters.from_values({**base, "committed_sweep": "transfer"})
+    zoo.Parameters.from_values({**base, "seed_start": 660})  # the sweep's own runs read no sweep
+    seen = {*zoo.REVISION_SEEDS, *zoo.DESIGN_SEEDS, *zoo.EXPLORED_SEEDS, *range(500, 505)}
+    assert not seen & set(zoo.HELD_OUT_SEEDS)
+    design = [s for starts in zoo.HELD_OUT_DESIGN.values() for s in starts]
+    assert len(design) == len(set(design)) and all(s + zoo.HELD_OUT_RUN_SEEDS - 1 in zoo.HELD_OUT_SEEDS for s in design)
     zoo.Parameters.from_values({**base, "encodings": ["rope", "xpos"]})
     with pytest.raises(ParameterError, match="'rotary_fraction' = 0.01 is out of range"):
         zoo.Parameters.from_values({**base, "rotary_fraction": 0.01})
@@ -157,3 +172,71 @@ def test_fire_drift_prediction():
     assert np.isclose(d[3], np.expm1(z_k * np.log1p(512)))
     queries = zoo.drift_queries(32, 40.3, 512)
     assert queries.min() == 41 and queries.max() == 511
+
+
+def _held(checks: list[tuple[str, str, str, object]], verdicts: pd.DataFrame, missing: int = 0,
+          parameters: list[dict] | None = None) -> zoo.HeldOutZoo:
+    table = pd.DataFrame([dict(key=k, name=n, role=r, passed=v, value=0.0) for k, n, r, v in checks],
+                         columns=["key", "name", "role", "passed", "value"])
+    runs = zoo.HeldOutRuns(table, expected=table.key.nunique() + missing, missing=missing)
+    return zoo.HeldOutZoo(runs, verdicts, pd.DataFrame(columns=zoo.XPOS_PAIR_COLUMNS), parameters or [], [1.0])
+
+
+def _heads(encoding: str, measured: list[str], offset: int = 3) -> list[dict]:
+    revised = zoo.REVISED_VERDICTS[encoding][0]
+    return [dict(encoding=encoding, offset=offset, seed=660 + i, learned=m != "not learned", measured=m, revised=revised,
+                 agrees=m == zoo.PREDICTED_VERDICTS[encoding][0], agrees_revised=m == revised, worst_beyond=0.5)
+            for i, m in enumerate(measured)]
+
+
+def _design_runs(**change) -> list[dict]:
+    defaults = dict(steps=1000, encodings=["rope"], committed_sweep="zoo", workers=2, device="auto")
+    return [{**defaults, "offsets": [k], "seed_start": start, "seeds": zoo.HELD_OUT_RUN_SEEDS, "committed_sweep": "",
+             "workers": 1, "device": "cpu", **change}
+            for k, starts in zoo.HELD_OUT_DESIGN.items() for start in starts], defaults
+
+
+def test_held_out_values_pool_the_verdicts_and_count_runs():
+    good = {e: ["generalizes" if zoo.REVISED_VERDICTS[e][0] == "generalizes" else "fails"] * 12
+            for e in zoo.EXPECT_LEARNED}
+    verdicts = pd.DataFrame([h for e, m in good.items() for h in _heads(e, m)]
+                            + _heads("nope", ["not learned"] * 12))
+    runs, defaults = _design_runs()
+    passing = [("a", n, "evidence", True) for n in zoo.HELD_OUT_VERDICT_CHECKS + zoo.HELD_OUT_MECHANISM]
+    values = zoo.held_out_values(_held(passing + [("a", "not_learnable", "sanity", True)], verdicts, 0, runs), defaults)
+    assert values["held_out_verdicts"] == 0 and values["held_out_failures"] == 0 and values["held_out_design"] == 0
+    assert values["held_out_complete"] == 0 and values["held_out_other_failures"] == 0
+    assert values["held_out_agreement"] == 1.0 and values["held_out_verdict_runs"] == 0
+    # the pooled check can fail: 'fails' cells on heads that never learned, a generalizing cell with misses, a
+    # missing encoding; one miss in twelve is tolerated
+    bad = {**good, "t5": ["not learned"] * 12, "rope": ["fails"] * 4 + ["generalizes"] * 8,
+           "partial_rope": ["fails"] + ["generalizes"] * 11}
+    bad.pop("xpos")
+    verdicts = pd.DataFrame([h for e, m in bad.items() for h in _heads(e, m)])
+    values = zoo.held_out_values(_held(passing, verdicts, 0, runs), defaults)
+    assert values["held_out_verdicts"] == 3  # t5 (too few judged), rope (4 of 12), xpos (no heads)
+    cells = zoo.held_out_cells(verdicts).set_index("encoding")
+    assert cells.loc["partial_rope", "holds"] and not cells.loc["rope", "holds"] and cells.loc["t5", "judged"] == 0
+    assert 0 < cells.loc["sinusoidal", "low"] < 1 and cells.loc["sinusoidal", "high"] == 1.0
+    # per run: a failing mechanism check, a missing one, a failing sanity check, a stale run, a run off the design
+    broken = [("a", n, "evidence", n != "fire_drift") for n in zoo.HELD_OUT_MECHANISM]
+    partial = [("b", n, "evidence", True) for n in zoo.HELD_OUT_MECHANISM[1:]]
+    runs_off, _ = _design_runs()
+    runs_off[0] = {**runs_off[0], "steps": 2000}
+    values = zoo.held_out_values(_held(broken + partial + [("b", "not_learnable", "sanity", False)], verdicts, 1,
+                                       runs_off[1:]), defaults)
+    assert values["held_out_failures"] == 2 and values["held_out_other_failures"] == 1
+    assert values["held_out_complete"] == 1 and values["held_out_verdict_runs"] == 2
+    assert values["held_out_design"] == zoo.HELD_OUT_RUN_SEEDS  # the dropped run's heads are missing
+    values = zoo.held_out_values(_held(passing, verdicts, 0, runs_off), defaults)
+    assert values["held_out_design"] == 1
+    # no sweep: nothing to read and nothing missing, but no evidence (NaN fails == 0); a sweep without runs likewise
+    assert zoo.held_out_values(None)["held_out_complete"] == 0
+    assert math.isnan(zoo.held_out_values(None)["held_out_verdicts"])
+    empty = zoo.held_out_values(_held([], verdicts.iloc[:0], missing=6))
+    assert empty["held_out_complete"] == 6 and math.isnan(empty["held_out_failures"])
+
+
+def test_the_held_out_lists_cover_the_evidence_checks():
+    evidence = {c.name for c in zoo.CLAIMS if c.role == "evidence" and c.comparison and not c.name.startswith("held_out")}
+    assert evidence == {*zoo.HELD_OUT_VERDICT_CHECKS, *zoo.HELD_OUT_MECHANISM} - {"learned_majority"}

@@ -36,7 +36,9 @@ and assert.
     ``stats``        binomial intervals, seed summaries, prediction agreement
     ``network_probes`` what chapters 6 and 13 read off a trained network's attention: target mass per head,
                      content-averaged kernels, mean query and key on training-length sequences
-    ``held_out``     the reader of a chapter's committed sweep of held-out runs (chapters 6, 13)
+    ``held_out``     the reader of a chapter's committed sweep of held-out runs (chapters 6, 10, 13)
+    ``committed``    the ``committed_sweep`` parameter group: the sweep a chapter reads, its held-out seeds kept
+                     off the page (chapter 10; the others declare it themselves until their sweeps are regenerated)
     ``planes``       a rotary kernel as one cosine per plane; max-margin and min-norm alternatives; the
                      random-phase tail that predicts the first far offset to beat the target
 
