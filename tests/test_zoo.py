@@ -175,11 +175,20 @@ def test_fire_drift_prediction():
 
 
 def _held(checks: list[tuple[str, str, str, object]], verdicts: pd.DataFrame, missing: int = 0,
-          parameters: list[dict] | None = None) -> zoo.HeldOutZoo:
+          parameters: list[dict] | None = None, t5: list[float] = (), fire: list[float] = (),
+          xpos_closer: list[bool] = ()) -> zoo.HeldOutZoo:
     table = pd.DataFrame([dict(key=k, name=n, role=r, passed=v, value=0.0) for k, n, r, v in checks],
                          columns=["key", "name", "role", "passed", "value"])
     runs = zoo.HeldOutRuns(table, expected=table.key.nunique() + missing, missing=missing)
-    return zoo.HeldOutZoo(runs, verdicts, pd.DataFrame(columns=zoo.XPOS_PAIR_COLUMNS), parameters or [], [1.0])
+    t5_rows = pd.DataFrame([dict(offset=3, seed=660 + i, t5_margin=m) for i, m in enumerate(t5)],
+                           columns=["offset", "seed", "t5_margin"])
+    fire_rows = pd.DataFrame([dict(offset=3, seed=660 + i, drift_error=d) for i, d in enumerate(fire)],
+                             columns=["offset", "seed", "drift_error"])
+    xpos_rows = pd.DataFrame([dict(offset=3, seed=660 + i, measured="generalizes", judged=True, far=1.0,
+                                   far_predicted=1.0 if c else 3.0, rope_far=3.0 if c else 1.0, far_init=1.0,
+                                   rope_far_init=1.0, parameter_gap=0.3) for i, c in enumerate(xpos_closer)],
+                             columns=zoo.XPOS_PAIR_COLUMNS)
+    return zoo.HeldOutZoo(runs, verdicts, t5_rows, fire_rows, xpos_rows, parameters or [], [1.0])
 
 
 def _heads(encoding: str, measured: list[str], offset: int = 3) -> list[dict]:
@@ -189,54 +198,81 @@ def _heads(encoding: str, measured: list[str], offset: int = 3) -> list[dict]:
             for i, m in enumerate(measured)]
 
 
-def _design_runs(**change) -> list[dict]:
+def _design_runs(**change) -> tuple[list[dict], dict]:
     defaults = dict(steps=1000, encodings=["rope"], committed_sweep="zoo", workers=2, device="auto")
     return [{**defaults, "offsets": [k], "seed_start": start, "seeds": zoo.HELD_OUT_RUN_SEEDS, "committed_sweep": "",
              "workers": 1, "device": "cpu", **change}
             for k, starts in zoo.HELD_OUT_DESIGN.items() for start in starts], defaults
 
 
-def test_held_out_values_pool_the_verdicts_and_count_runs():
+def test_held_out_values_pool_the_verdicts_and_mechanisms():
     good = {e: ["generalizes" if zoo.REVISED_VERDICTS[e][0] == "generalizes" else "fails"] * 12
             for e in zoo.EXPECT_LEARNED}
     verdicts = pd.DataFrame([h for e, m in good.items() for h in _heads(e, m)]
                             + _heads("nope", ["not learned"] * 12))
     runs, defaults = _design_runs()
-    passing = [("a", n, "evidence", True) for n in zoo.HELD_OUT_VERDICT_CHECKS + zoo.HELD_OUT_MECHANISM]
-    values = zoo.held_out_values(_held(passing + [("a", "not_learnable", "sanity", True)], verdicts, 0, runs), defaults)
-    assert values["held_out_verdicts"] == 0 and values["held_out_failures"] == 0 and values["held_out_design"] == 0
+    passing = [("a", n, "evidence", True) for n in zoo.HELD_OUT_EVIDENCE]
+    mechanisms = dict(t5=[0.5] * 12, fire=[0.1] * 12, xpos_closer=[True] * 12)
+    values = zoo.held_out_values(_held(passing + [("a", "not_learnable", "sanity", True)], verdicts, 0, runs,
+                                       **mechanisms), defaults)
+    assert values["held_out_verdicts"] == 0 and values["held_out_mechanisms"] == 0 and values["held_out_design"] == 0
     assert values["held_out_complete"] == 0 and values["held_out_other_failures"] == 0
-    assert values["held_out_agreement"] == 1.0 and values["held_out_verdict_runs"] == 0
-    # the pooled check can fail: 'fails' cells on heads that never learned, a generalizing cell with misses, a
+    assert values["held_out_agreement"] == 1.0 and values["held_out_run_failures"] == 0
+    assert values["held_out_offset_cells"] == 0
+    # the pooled verdicts can fail: 'fails' cells on heads that never learned, a generalizing cell with misses, a
     # missing encoding; one miss in twelve is tolerated
     bad = {**good, "t5": ["not learned"] * 12, "rope": ["fails"] * 4 + ["generalizes"] * 8,
            "partial_rope": ["fails"] + ["generalizes"] * 11}
     bad.pop("xpos")
-    verdicts = pd.DataFrame([h for e, m in bad.items() for h in _heads(e, m)])
-    values = zoo.held_out_values(_held(passing, verdicts, 0, runs), defaults)
-    assert values["held_out_verdicts"] == 3  # t5 (too few judged), rope (4 of 12), xpos (no heads)
-    cells = zoo.held_out_cells(verdicts).set_index("encoding")
+    verdicts_bad = pd.DataFrame([h for e, m in bad.items() for h in _heads(e, m)])
+    values = zoo.held_out_values(_held(passing, verdicts_bad, 0, runs, **mechanisms), defaults)
+    assert values["held_out_verdicts"] == 3  # t5 (nothing judged), rope (4 of 12), xpos (no heads)
+    cells = zoo.held_out_cells(verdicts_bad).set_index("encoding")
     assert cells.loc["partial_rope", "holds"] and not cells.loc["rope", "holds"] and cells.loc["t5", "judged"] == 0
     assert 0 < cells.loc["sinusoidal", "low"] < 1 and cells.loc["sinusoidal", "high"] == 1.0
-    # per run: a failing mechanism check, a missing one, a failing sanity check, a stale run, a run off the design
-    broken = [("a", n, "evidence", n != "fire_drift") for n in zoo.HELD_OUT_MECHANISM]
-    partial = [("b", n, "evidence", True) for n in zoo.HELD_OUT_MECHANISM[1:]]
-    runs_off, _ = _design_runs()
-    runs_off[0] = {**runs_off[0], "steps": 2000}
-    values = zoo.held_out_values(_held(broken + partial + [("b", "not_learnable", "sanity", False)], verdicts, 1,
-                                       runs_off[1:]), defaults)
-    assert values["held_out_failures"] == 2 and values["held_out_other_failures"] == 1
-    assert values["held_out_complete"] == 1 and values["held_out_verdict_runs"] == 2
+    assert values["held_out_offset_cells"] == 2  # rope and t5 at offset 3 (xpos has no cell at all)
+    # the pooled mechanisms can fail: T5 margins at or below zero, FIRE drift beyond the tolerance or not computable,
+    # xPos heads not closer to the prediction, and too few heads
+    broken = dict(t5=[0.5] * 8 + [-0.1] * 4, fire=[0.1] * 10 + [float("nan"), 5.0], xpos_closer=[True] * 9)
+    table = zoo.held_out_mechanism_table(_held(passing, verdicts, 0, runs, **broken)).set_index("mechanism")
+    assert list(table.misses) == [4, 2, 0] and list(table.holds) == [False, True, False]  # xpos: 9 < 10 heads
+    unlearned = verdicts.assign(learned=verdicts.encoding != "fire")
+    table = zoo.held_out_mechanism_table(_held(passing, unlearned, 0, runs, **mechanisms)).set_index("mechanism")
+    assert table.loc["fire_drift", "judged"] == 0 and not table.loc["fire_drift", "holds"]  # unlearned FIRE is no evidence
+    # per run: a failing evidence check, a missing one, a failing sanity check, a stale run, runs off the design
+    failing = [("a", n, "evidence", n != "fire_drift") for n in zoo.HELD_OUT_EVIDENCE]
+    partial = [("b", n, "evidence", True) for n in zoo.HELD_OUT_EVIDENCE[1:]]
+    values = zoo.held_out_values(_held(failing + partial + [("b", "not_learnable", "sanity", False)], verdicts, 1,
+                                       runs[1:], **mechanisms), defaults)
+    assert values["held_out_run_failures"] == 2 and values["held_out_other_failures"] == 1
+    assert values["held_out_complete"] == 1
     assert values["held_out_design"] == zoo.HELD_OUT_RUN_SEEDS  # the dropped run's heads are missing
-    values = zoo.held_out_values(_held(passing, verdicts, 0, runs_off), defaults)
-    assert values["held_out_design"] == 1
+    for change in (dict(steps=2000), dict(device="cuda"), dict(seed_start=640)):
+        off = [{**runs[0], **change}, *runs[1:]]
+        values = zoo.held_out_values(_held(passing, verdicts, 0, off, **mechanisms), defaults)
+        assert values["held_out_design"] >= 1, change
+    twice = zoo.held_out_values(_held(passing, verdicts, 0, [*runs, runs[0]], **mechanisms), defaults)
+    assert twice["held_out_design"] == 1  # the same heads drawn by two runs
     # no sweep: nothing to read and nothing missing, but no evidence (NaN fails == 0); a sweep without runs likewise
     assert zoo.held_out_values(None)["held_out_complete"] == 0
     assert math.isnan(zoo.held_out_values(None)["held_out_verdicts"])
     empty = zoo.held_out_values(_held([], verdicts.iloc[:0], missing=6))
-    assert empty["held_out_complete"] == 6 and math.isnan(empty["held_out_failures"])
+    assert empty["held_out_complete"] == 6 and math.isnan(empty["held_out_mechanisms"])
+
+
+def test_the_committed_spec_is_the_registered_design():
+    import json
+
+    from lengthgen.book.paths import SWEEPS_DIR, notebook_path
+    from lengthgen.book.rerun import checked_parameters, default_parameters
+    from lengthgen.book.sweep import expand, load_spec
+
+    runs = [r for r in expand(load_spec(SWEEPS_DIR / zoo.HELD_OUT_SWEEP / "spec.yaml")) if r.chapter == "10_zoo"]
+    parameters = [json.loads(json.dumps(checked_parameters(r.chapter, r.overrides).as_dict())) for r in runs]
+    held = zoo.HeldOutZoo(None, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), parameters, [])
+    assert zoo.design_violations(held, default_parameters(notebook_path("10_zoo"))) == 0
 
 
 def test_the_held_out_lists_cover_the_evidence_checks():
     evidence = {c.name for c in zoo.CLAIMS if c.role == "evidence" and c.comparison and not c.name.startswith("held_out")}
-    assert evidence == {*zoo.HELD_OUT_VERDICT_CHECKS, *zoo.HELD_OUT_MECHANISM} - {"learned_majority"}
+    assert evidence == set(zoo.HELD_OUT_EVIDENCE) and set(zoo.HELD_OUT_MECHANISMS) < evidence

@@ -1,4 +1,4 @@
-"""The ``committed_sweep`` parameter group: which committed sweep a chapter reads beside its own run.
+"""Committed sweeps of held-out runs: the ``committed_sweep`` parameter group, and the rule held-out evidence is judged by.
 
 A chapter with a committed sweep (``data/sweeps/<name>``) runs itself there on seeds it reserved before any of those
 runs (its ``held_out_seeds``) and reads the records back beside the page's own run. Two rules follow, checked before any
@@ -8,6 +8,10 @@ no longer be held out). The sweep's own runs set ``committed_sweep: ""``.
 Chapter 10 is the first to use this group; chapters 6, 11, 12 and 13 still declare the same parameter themselves and
 move here when their sweeps are next regenerated (moving them changes their code fingerprints, which stales their
 committed runs).
+
+Held-out evidence pooled over many runs or heads is judged by one rule, chapter 7's: a claim may fail on a share
+:data:`TOLERATED_FAILURE_RATE` of them (rare optimization failures), and does not hold when its count of failures has
+an exact one-sided binomial p-value below :data:`SIGNIFICANCE` at that rate.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from typing import ClassVar
 from ..book.parameters import ParameterError, parameter
 from ..book.paths import SWEEPS_DIR
 from .common import Seeds
+
+TOLERATED_FAILURE_RATE = 0.05  # a claim may fail on this share of held-out runs (rare optimization failures)
+SIGNIFICANCE = 0.01  # ... and is judged not to hold when more failures than that would give have p below this
 
 
 @dataclass(frozen=True)

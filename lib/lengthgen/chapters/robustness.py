@@ -24,10 +24,9 @@ from ..book.records import load_record
 from ..book.rerun import checked_parameters
 from ..book.sweep import Run, expand, load_spec
 from .claims import Claim, claims_of, reported
+from .committed import SIGNIFICANCE, TOLERATED_FAILURE_RATE
 from .stats import binomial_interval, excess_failure_p_value
 
-TOLERATED_FAILURE_RATE = 0.05  # a claim may fail on this share of held-out runs (rare optimization failures)
-SIGNIFICANCE = 0.01  # ... and is judged not to hold when more failures than that would give have p below this
 PASS_CONFIDENCE = 0.95  # the exact interval shown around each pass fraction
 
 

@@ -36,11 +36,10 @@ from ..model.training import TrainedRun
 from ..model.xpos import XPOS, XposRunConfig
 from ..model.zoo_heads import ZOO, FireHead, RandomizedRopeHead, T5Head, ZooRunConfig
 from .claims import Claim, reported
-from .committed import CommittedSweep
+from .committed import SIGNIFICANCE, TOLERATED_FAILURE_RATE, CommittedSweep
 from .common import GB, Execution, HeadTraining, LengthSweep, map_stacked
 from .equivariance import as_dtype, offset_profile, toeplitz_deviation
 from .held_out import HeldOutRuns, held_out_runs
-from .robustness import SIGNIFICANCE, TOLERATED_FAILURE_RATE
 from .stats import binomial_interval, excess_failure_p_value
 
 LEARNED_FLOOR = 0.99  # in-range accuracy at T below which a run has not learned the task (chapter 2's floor)
@@ -64,11 +63,13 @@ HELD_OUT_DESIGN: dict[int, tuple[int, ...]] = {3: (660, 665), 5: (670, 675), 7: 
 HELD_OUT_RUN_SEEDS = 5
 HELD_OUT_SEEDS = tuple(range(660, 690))
 HELD_OUT_FREE = ("offsets", "seeds", "seed_start", "committed_sweep", "workers", "device")  # may differ from defaults
+HELD_OUT_DEVICE = "cpu"  # ... but the device is pinned: a second device would be a second draw of the same seeds
 EXPLORED_SEEDS = (*range(600, 605), 640)  # seen outside any record: an xPos rerun (600-604) and the smoke test (640)
-HELD_OUT_MIN_JUDGED = 10  # an encoding revised to fail must have learned in at least this many held-out heads
+HELD_OUT_MIN_JUDGED = 10  # heads a pooled held-out cell needs before it is judged (a third of an encoding's heads)
 HELD_OUT_CONFIDENCE = 0.95  # the exact (Clopper-Pearson) interval shown around each held-out share
-HELD_OUT_VERDICT_CHECKS = ("generalizes_as_revised", "fails_when_learned", "xpos_generalizes")  # pooled over heads
-HELD_OUT_MECHANISM = ("learned_majority", "t5_far_outweigh", "fire_drift", "xpos_far_predicted")  # every run
+HELD_OUT_EVIDENCE = ("generalizes_as_revised", "fails_when_learned", "xpos_generalizes", "t5_far_outweigh", "fire_drift",
+                     "xpos_far_predicted")  # the chapter's evidence checks, each also read per held-out run
+HELD_OUT_MECHANISMS = ("t5_far_outweigh", "fire_drift", "xpos_far_predicted")  # pooled over held-out heads
 
 # The verdicts registered before any zoo run, with the mechanism behind each (defaults: T = 32, k = 5, d = 64, to 16T).
 PREDICTED_VERDICTS: dict[str, tuple[str, str]] = {
@@ -214,7 +215,9 @@ CLAIMS = (
           "Tolerance: a factor of two in d + 1, registered before measuring; it does not separate d* from a fixed "
           "fraction of q fitted to the measurement, whose score is reported beside it (fire_fraction_error).",
           revised="Queries restricted to those beyond both T and L, and the no-drift and fixed-fraction scores added, "
-                  "after a review of the first run on seeds 500-504 (drift error 0.022); the tolerance is unchanged."),
+                  "after a review of the first run on seeds 500-504 (drift error 0.022); the tolerance is unchanged. "
+                  "Since the held-out registration (before any held-out run), a FIRE head whose score cannot be "
+                  "computed (no query beyond both T and L) counts as failing; it was skipped before."),
     reported("fire_fraction_error", "the same median score for the best fixed fraction of q fitted to the measured "
              "offsets (largest over FIRE runs): a one-parameter alternative to d*, which has none"),
     reported("fire_no_drift_error", "the same median score for d = k, no drift (smallest over FIRE runs)"),
@@ -266,25 +269,34 @@ CLAIMS = (
           "Evidence, the primary held-out check: each (encoding, verdict) cell of REVISED_VERDICTS tested on heads no "
           "choice was made on, pooled over the sweep. For a 'generalizes' verdict every head is judged and one that "
           "does not learn counts as a miss (the verdict says it learns); for a 'fails' verdict the heads that learned "
-          f"are judged and there must be at least {HELD_OUT_MIN_JUDGED} of them. A cell fails when its misses are "
-          f"unlikely under a miss rate of {TOLERATED_FAILURE_RATE} (exact one-sided binomial p below {SIGNIFICANCE}; "
-          "chapter 7's rule for held-out runs). NoPE, ALiBi and randomized positions are covered by the sanity check "
+          f"are judged, a miss being one that generalizes; a cell needs at least {HELD_OUT_MIN_JUDGED} judged heads (a "
+          "third of the design's heads per encoding). A cell fails when its misses are unlikely under a miss rate of "
+          f"{TOLERATED_FAILURE_RATE} (exact one-sided binomial p below {SIGNIFICANCE}; chapter 7's rule for held-out "
+          "runs, whose reason, rare optimization failures, fits a head that does not learn better than a learned APE "
+          "head that generalizes). Power, for the record: with 30 judged heads the cell fails at 6 misses or more, "
+          "with 10 at 4 or more; a verdict wrong at one offset only can hide in the pool, so the per-offset cells are "
+          "reported (held_out_offset_cells). NoPE, ALiBi and randomized positions are covered by the sanity check "
           "not_learnable only. Without a committed sweep there is no evidence, which counts as a failure.",
           revised="Registered first (commit a668f4f, before any held-out run) as a per-run count over all evidence "
-                  "checks, == 0; a review before any run found that it let the 'fails' verdicts pass on heads that "
+                  "checks, == 0; reviews before any run found that it let the 'fails' verdicts pass on heads that "
                   "never learned, treated heads of one seed at three offsets as independent, and demanded every one of "
-                  "thirty heads per encoding, so the verdicts are now pooled here and the mechanism checks kept per run "
-                  "(held_out_failures)."),
-    Claim("held_out_failures", "held-out runs in which one of the mechanism checks (learned_majority, t5_far_outweigh, "
-          "fire_drift, xpos_far_predicted) fails or is missing", "==", 0,
-          "Evidence that the mechanisms behind the verdicts hold where nothing was chosen: each held-out run asserts "
-          "that T5's far buckets outweigh its trained distractors, that FIRE's most-attended key drifts as its learned "
-          "c and L predict, and that xPos's far attention follows the prediction from its RoPE twin, on its own heads; "
-          "learned_majority guards that the encodings expected to learn did. Registered before any held-out run."),
-    reported("held_out_verdict_runs", "held-out runs in which a per-run verdict check (generalizes_as_revised, "
-             "fails_when_learned, xpos_generalizes) fails: the stricter reading, every head of a run"),
-    reported("held_out_other_failures", "proof and sanity checks other than learned_majority failing in held-out runs, "
-             "counted over (run, check)"),
+                  "thirty heads per encoding, so verdicts and mechanisms are now pooled over heads (this check and "
+                  "held_out_mechanisms) and the per-run reading is reported (held_out_run_failures)."),
+    Claim("held_out_mechanisms", "mechanism checks (T5's far buckets, FIRE's drift, xPos against its RoPE twin) that do "
+          "not hold when pooled over the held-out heads", "==", 0,
+          "Evidence that the mechanisms behind the verdicts hold where nothing was chosen, each judged over heads: a T5 "
+          "head misses when some bucket no training distance reaches does not outweigh every reached distractor "
+          "(t5_far_outweigh's test), a FIRE head that learned misses when its drift score exceeds the tolerance or "
+          "cannot be computed (fire_drift's), each with the binomial rule of held_out_verdicts and at least "
+          f"{HELD_OUT_MIN_JUDGED} judged heads; for xPos, the share of held-out xPos heads closer to the prediction "
+          f"from their twin than to the twin must reach {XPOS_PAIRED_SHARE} over at least {HELD_OUT_MIN_JUDGED} heads "
+          "(xpos_far_predicted's rule, unjudged heads failing). Registered before any held-out run, after two reviews "
+          "(see held_out_verdicts)."),
+    reported("held_out_run_failures", "held-out runs in which one of the chapter's evidence checks fails or is missing: "
+             "the stricter per-run reading, every head of a run"),
+    reported("held_out_offset_cells", "(encoding, offset) cells of the encodings expected to learn that would fail "
+             "held_out_verdicts' rule on their own heads (ten per cell)"),
+    reported("held_out_other_failures", "proof and sanity checks failing in held-out runs, counted over (run, check)"),
     reported("held_out_agreement", "share of held-out heads (encoding, offset, seed) of the encodings expected to learn "
              "that learned in range, whose measured verdict is the revised one"),
     reported("held_out_predicted_disagreements", "held-out heads whose measured verdict differs from the verdict "
@@ -606,18 +618,23 @@ def zoo_study(p: Parameters, progress: bool = True) -> ZooStudy:
 
 
 def record_details(study: ZooStudy) -> dict[str, list[dict]]:
-    """What the chapter's record carries beyond its checks, so that the committed sweep keeps every run's verdict and
-    every xPos pair (the held-out section pools them over runs)."""
-    return dict(verdicts=study.verdicts.to_dict("records"), xpos_pairs=xpos_pairs(study.verdicts, study.xpos).to_dict("records"))
+    """What the chapter's record carries beyond its checks, so that the committed sweep keeps every head's verdict,
+    T5 margin, FIRE drift and xPos pair (the held-out section pools them over heads)."""
+    t5 = study.deviation[study.deviation.trained & (study.deviation.encoding == "t5")]
+    t5 = t5[["offset", "seed", "t5_margin"]] if len(t5) else pd.DataFrame(columns=["offset", "seed", "t5_margin"])
+    return dict(verdicts=study.verdicts.to_dict("records"), t5=t5.to_dict("records"), fire=study.fire.to_dict("records"),
+                xpos_pairs=xpos_pairs(study.verdicts, study.xpos).to_dict("records"))
 
 
 @dataclass
 class HeldOutZoo:
-    """The committed sweep's current runs of this chapter: their checks, per-run verdicts, xPos pairs and parameters."""
+    """The committed sweep's current runs of this chapter: their checks, per-head details and parameters."""
 
     runs: HeldOutRuns  # checks of every present run, and how many the spec lists and miss
     verdicts: pd.DataFrame  # one row per (encoding, offset, seed) of the present runs: verdict_table's columns
-    xpos: pd.DataFrame  # one row per xPos run: xpos_pairs' columns
+    t5: pd.DataFrame  # one row per T5 head: offset, seed, t5_margin
+    fire: pd.DataFrame  # one row per FIRE head: ZooStudy.fire's columns
+    xpos: pd.DataFrame  # one row per xPos head: xpos_pairs' columns
     parameters: list[dict]  # each present run's full parameters
     wall_times: list[float]  # seconds of each present run
 
@@ -629,34 +646,46 @@ def held_out_zoo(name: str) -> HeldOutZoo | None:
     runs = held_out_runs(name, Parameters.chapter)
     keys = set(runs.checks.key) if len(runs.checks) else set()
     records = list(stored_records(SWEEPS_DIR / name, keys))
-    verdicts = pd.DataFrame([row for r in records for row in r["details"]["verdicts"]])
-    if len(verdicts) and verdicts.duplicated(["encoding", "offset", "seed"]).any():
-        raise ValueError(f"the committed sweep {name} has two runs of the same (encoding, offset, seed): every offset "
-                         f"of HELD_OUT_DESIGN has seeds of its own")
-    xpos = pd.DataFrame([row for r in records for row in r["details"]["xpos_pairs"]], columns=XPOS_PAIR_COLUMNS)
-    return HeldOutZoo(runs, verdicts, xpos, [r["parameters"] for r in records],
+
+    def rows(part: str, columns: list[str] | None = None) -> pd.DataFrame:
+        return pd.DataFrame([row for r in records for row in r["details"][part]], columns=columns)
+
+    return HeldOutZoo(runs, rows("verdicts"), rows("t5", ["offset", "seed", "t5_margin"]),
+                      rows("fire", ["offset", "seed", "c", "threshold", "drift_error", "no_drift_error",
+                                    "fraction_error"]),
+                      rows("xpos_pairs", XPOS_PAIR_COLUMNS), [r["parameters"] for r in records],
                       [float(r["wall_time_s"] or 0.0) for r in records])
 
 
 def design_violations(held: HeldOutZoo, defaults: dict) -> int:
-    """Runs of ``held`` away from :data:`HELD_OUT_DESIGN` (an offset's seeds not its own, a parameter outside
-    :data:`HELD_OUT_FREE` away from ``defaults``), plus the design's (offset, seed) heads that no run has."""
+    """Runs of ``held`` away from :data:`HELD_OUT_DESIGN` (an offset's seeds not its own, a head another run has too,
+    a device other than :data:`HELD_OUT_DEVICE`, a parameter outside :data:`HELD_OUT_FREE` away from ``defaults``),
+    plus the design's (offset, seed) heads that no run has."""
     design = {(k, seed) for k, starts in HELD_OUT_DESIGN.items() for start in starts
               for seed in range(start, start + HELD_OUT_RUN_SEEDS)}
     bad, seen = 0, set()
     for run in held.parameters:
         heads = {(k, seed) for k in run["offsets"] for seed in range(run["seed_start"], run["seed_start"] + run["seeds"])}
         moved = any(run[name] != value for name, value in defaults.items() if name not in HELD_OUT_FREE)
-        bad += int(moved or not heads <= design or run["seeds"] != HELD_OUT_RUN_SEEDS)
+        bad += int(moved or not heads <= design or bool(heads & seen) or run["seeds"] != HELD_OUT_RUN_SEEDS
+                   or run["device"] != HELD_OUT_DEVICE)
         seen |= heads
     return bad + len(design - seen)
 
 
-def held_out_cells(verdicts: pd.DataFrame) -> pd.DataFrame:
+def pooled_cell(misses: int, judged: int, needed: int) -> tuple[float, bool]:
+    """The held-out rule on one pooled cell: the exact one-sided binomial p-value of ``misses`` in ``judged`` at
+    :data:`TOLERATED_FAILURE_RATE` (NaN when nothing is judged), and whether the cell holds (p at least
+    :data:`SIGNIFICANCE` over at least ``needed`` judged heads)."""
+    p_value = excess_failure_p_value(misses, judged, TOLERATED_FAILURE_RATE) if judged else math.nan
+    return p_value, bool(judged >= needed and p_value >= SIGNIFICANCE)
+
+
+def held_out_cells(verdicts: pd.DataFrame, needed: int = HELD_OUT_MIN_JUDGED) -> pd.DataFrame:
     """Per encoding over the held-out heads: the revised verdict, heads, heads learned, heads generalizing; among the
     learned heads, those whose verdict is the revised one, their share and its exact interval
     (:data:`HELD_OUT_CONFIDENCE`); and the pooled test of ``held_out_verdicts`` (encodings expected to learn only):
-    heads judged, misses, the one-sided binomial p-value at :data:`TOLERATED_FAILURE_RATE`, and whether the cell holds."""
+    heads judged, misses, the one-sided binomial p-value, and whether the cell holds (over at least ``needed``)."""
     rows = []
     for encoding, g in verdicts.groupby("encoding", sort=False):
         learned = g[g.learned.astype(bool)]
@@ -666,25 +695,51 @@ def held_out_cells(verdicts: pd.DataFrame) -> pd.DataFrame:
         judged = g if revised == "generalizes" else learned
         misses = int((judged.measured != revised).sum())
         tested = encoding in EXPECT_LEARNED
-        p_value = excess_failure_p_value(misses, len(judged), TOLERATED_FAILURE_RATE) if tested and len(judged) else \
-            math.nan
-        enough = revised == "generalizes" or len(judged) >= HELD_OUT_MIN_JUDGED
+        p_value, holds = pooled_cell(misses, len(judged), needed)
         rows.append(dict(encoding=encoding, revised=revised, heads=len(g), learned=len(learned),
                          generalizes=int((g.measured == "generalizes").sum()), agree=agree,
                          share=agree / len(learned) if len(learned) else math.nan, low=low, high=high,
-                         judged=len(judged) if tested else 0, misses=misses if tested else 0, p_value=p_value,
-                         holds=bool(enough and p_value >= SIGNIFICANCE) if tested else None,
+                         judged=len(judged) if tested else 0, misses=misses if tested else 0,
+                         p_value=p_value if tested else math.nan, holds=holds if tested else None,
                          worst_beyond=float(learned.worst_beyond.mean()) if len(learned) else math.nan))
     return pd.DataFrame(rows, columns=["encoding", "revised", "heads", "learned", "generalizes", "agree", "share", "low",
                                        "high", "judged", "misses", "p_value", "holds", "worst_beyond"])
 
 
+def held_out_mechanism_table(held: HeldOutZoo) -> pd.DataFrame:
+    """The pooled mechanism checks of ``held_out_mechanisms``, one row each: heads judged, misses, the p-value (T5,
+    FIRE) or the share closer to the prediction (xPos), and whether it holds."""
+    learned = held.verdicts.set_index(["encoding", "offset", "seed"]).learned.astype(bool)
+    t5_miss = int((~(held.t5.t5_margin.astype(float) > 0)).sum())
+    fire = held.fire[[bool(learned.get(("fire", o, s), False)) for o, s in zip(held.fire.offset, held.fire.seed,
+                                                                                  strict=True)]]
+    fire_miss = int((~(fire.drift_error.astype(float) <= FIRE_DRIFT_TOLERANCE)).sum())
+    share = xpos_checks(held.xpos)["xpos_far_predicted"] if len(held.xpos) else math.nan
+    rows = [dict(mechanism=name, judged=n, misses=miss, statistic=p_value, holds=holds)
+            for name, miss, n in (("t5_far_outweigh", t5_miss, len(held.t5)), ("fire_drift", fire_miss, len(fire)))
+            for p_value, holds in [pooled_cell(miss, n, HELD_OUT_MIN_JUDGED)]]
+    closer = round(share * len(held.xpos)) if len(held.xpos) else 0
+    rows.append(dict(mechanism="xpos_far_predicted", judged=len(held.xpos), misses=len(held.xpos) - closer,
+                     statistic=share, holds=bool(len(held.xpos) >= HELD_OUT_MIN_JUDGED and share >= XPOS_PAIRED_SHARE)))
+    return pd.DataFrame(rows, columns=["mechanism", "judged", "misses", "statistic", "holds"])
+
+
+def offset_cells(verdicts: pd.DataFrame) -> int:
+    """(encoding, offset) cells of the encodings expected to learn whose misses fail held_out_verdicts' binomial rule
+    on their own heads (no minimum of judged heads; a cell with none judged fails)."""
+    failing = 0
+    for _, g in verdicts[verdicts.encoding.isin(EXPECT_LEARNED)].groupby("offset"):
+        cells = held_out_cells(g, needed=1)
+        failing += int((~cells.holds.astype(bool)).sum())
+    return failing
+
+
 def held_out_values(held: HeldOutZoo | None, defaults: dict | None = None) -> dict[str, float]:
     """The held-out claims' values (see ``CLAIMS``): NaN, a failure for the asserted ones, without a sweep or runs.
     ``defaults``: the parameters the design's runs must keep (the notebook's parameters cell when None)."""
-    nothing = dict(held_out_design=math.nan, held_out_verdicts=math.nan, held_out_failures=math.nan,
-                   held_out_verdict_runs=math.nan, held_out_other_failures=math.nan, held_out_agreement=math.nan,
-                   held_out_predicted_disagreements=math.nan)
+    nothing = dict(held_out_design=math.nan, held_out_verdicts=math.nan, held_out_mechanisms=math.nan,
+                   held_out_run_failures=math.nan, held_out_offset_cells=math.nan, held_out_other_failures=math.nan,
+                   held_out_agreement=math.nan, held_out_predicted_disagreements=math.nan)
     if held is None:
         return dict(held_out_complete=0.0) | nothing
     checks = held.runs.checks
@@ -692,16 +747,16 @@ def held_out_values(held: HeldOutZoo | None, defaults: dict | None = None) -> di
         return dict(held_out_complete=float(held.runs.missing)) | nothing
     defaults = default_parameters(notebook_path(Parameters.chapter)) if defaults is None else defaults
     passing = {key: set(run.name[run.passed.map(lambda v: v is True)]) for key, run in checks.groupby("key")}
-    guards = checks[checks.role.isin(("proof", "sanity")) & ~checks.name.str.startswith("held_out")
-                    & ~checks.name.isin(HELD_OUT_MECHANISM)]
+    guards = checks[checks.role.isin(("proof", "sanity")) & ~checks.name.str.startswith("held_out")]
     cells = held_out_cells(held.verdicts)
     cells = cells[cells.encoding.isin(EXPECT_LEARNED)]
     missing_cells = set(EXPECT_LEARNED) - set(cells.encoding)
     judged = held.verdicts[held.verdicts.encoding.isin(EXPECT_LEARNED) & held.verdicts.learned.astype(bool)]
     return dict(held_out_complete=float(held.runs.missing), held_out_design=float(design_violations(held, defaults)),
                 held_out_verdicts=float((~cells.holds.astype(bool)).sum() + len(missing_cells)),
-                held_out_failures=float(sum(not set(HELD_OUT_MECHANISM) <= names for names in passing.values())),
-                held_out_verdict_runs=float(sum(not set(HELD_OUT_VERDICT_CHECKS) <= names for names in passing.values())),
+                held_out_mechanisms=float((~held_out_mechanism_table(held).holds.astype(bool)).sum()),
+                held_out_run_failures=float(sum(not set(HELD_OUT_EVIDENCE) <= names for names in passing.values())),
+                held_out_offset_cells=float(offset_cells(held.verdicts)),
                 held_out_other_failures=float(guards.passed.map(lambda v: v is False).sum()),
                 held_out_agreement=float(judged.agrees_revised.astype(bool).mean()) if len(judged) else math.nan,
                 held_out_predicted_disagreements=float((~held.verdicts.agrees.astype(bool)).sum()))
