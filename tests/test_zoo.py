@@ -188,7 +188,11 @@ def _held(checks: list[tuple[str, str, str, object]], verdicts: pd.DataFrame, mi
                                    far_predicted=1.0 if c else 3.0, rope_far=3.0 if c else 1.0, far_init=1.0,
                                    rope_far_init=1.0, parameter_gap=0.3) for i, c in enumerate(xpos_closer)],
                              columns=zoo.XPOS_PAIR_COLUMNS)
-    return zoo.HeldOutZoo(runs, verdicts, t5_rows, fire_rows, xpos_rows, parameters or [], [1.0])
+    diagnostics = pd.DataFrame([dict(encoding=v.encoding, offset=v.offset, seed=v.seed, target_mass=0.5, far_mass=0.1,
+                                     argmax_target=0.9 if v.measured == "fails" else 1.0, argmax_pinned=0.0)
+                                for v in verdicts.itertuples()] if len(verdicts) else [],
+                               columns=["encoding", "offset", "seed", *zoo.DIAGNOSTIC_COLUMNS])
+    return zoo.HeldOutZoo(runs, verdicts, t5_rows, fire_rows, xpos_rows, diagnostics, parameters or [], [1.0])
 
 
 def _heads(encoding: str, measured: list[str], offset: int = 3) -> list[dict]:
@@ -231,6 +235,9 @@ def test_held_out_values_pool_the_verdicts_and_mechanisms():
     assert cells.loc["partial_rope", "holds"] and not cells.loc["rope", "holds"] and cells.loc["t5", "judged"] == 0
     assert 0 < cells.loc["sinusoidal", "low"] < 1 and cells.loc["sinusoidal", "high"] == 1.0
     assert values["held_out_offset_cells"] == 2  # rope and t5 at offset 3 (xpos has no cell at all)
+    assert values["held_out_partial_argmax"] == pytest.approx(0.9)  # the one failing partial-RoPE head
+    assert math.isnan(zoo.held_out_values(_held(passing, verdicts, 0, runs, **mechanisms), defaults)[
+        "held_out_partial_argmax"])  # none fails
     # the pooled mechanisms can fail: T5 margins at or below zero, FIRE drift beyond the tolerance or not computable,
     # xPos heads not closer to the prediction, and too few heads
     broken = dict(t5=[0.5] * 8 + [-0.1] * 4, fire=[0.1] * 10 + [float("nan"), 5.0], xpos_closer=[True] * 9)
@@ -269,7 +276,7 @@ def test_the_committed_spec_is_the_registered_design():
 
     runs = [r for r in expand(load_spec(SWEEPS_DIR / zoo.HELD_OUT_SWEEP / "spec.yaml")) if r.chapter == "10_zoo"]
     parameters = [json.loads(json.dumps(checked_parameters(r.chapter, r.overrides).as_dict())) for r in runs]
-    held = zoo.HeldOutZoo(None, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), parameters, [])
+    held = zoo.HeldOutZoo(None, *[pd.DataFrame()] * 5, parameters, [])
     assert zoo.design_violations(held, default_parameters(notebook_path("10_zoo"))) == 0
 
 

@@ -2,7 +2,7 @@
 
 A chapter with a committed sweep (``data/sweeps/<name>``) runs itself there at its defaults on seeds reserved before
 any of those runs, at offsets beside its default, and reads the records back beside its own run. This module is that
-reader, shared by chapters 6 and 13: which runs the spec lists, which of them have a record made by this code and
+reader, shared by chapters 6, 10 and 13: which runs the spec lists, which of them have a record made by this code and
 this notebook, and every check of those.
 """
 
