@@ -283,3 +283,11 @@ def test_the_committed_spec_is_the_registered_design():
 def test_the_held_out_lists_cover_the_evidence_checks():
     evidence = {c.name for c in zoo.CLAIMS if c.role == "evidence" and c.comparison and not c.name.startswith("held_out")}
     assert evidence == set(zoo.HELD_OUT_EVIDENCE) and set(zoo.HELD_OUT_MECHANISMS) < evidence
+
+
+def test_the_committed_zoo_sweep_is_complete_current_and_on_its_design():
+    held = zoo.held_out_zoo(zoo.HELD_OUT_SWEEP)
+    assert held.runs.expected == 6 and held.runs.missing == 0, "regenerate: make sweep SPEC=data/sweeps/zoo/spec.yaml"
+    values = zoo.held_out_values(held)
+    assert values["held_out_design"] == 0 and set(held.verdicts.seed) <= set(zoo.HELD_OUT_SEEDS)
+    assert len(held.verdicts) == 6 * zoo.HELD_OUT_RUN_SEEDS * len(zoo.ENCODINGS) and len(held.xpos) == 30
