@@ -298,15 +298,24 @@ def test_held_out_counts_a_run_that_fails_or_lacks_a_check(monkeypatch):
     from lengthgen.chapters import initialization
     from lengthgen.chapters.initialization import ADAM_CONTROL_CHECKS, HELD_OUT_CHECKS, PHASE_CHECKS
 
-    def run(key, failing=(), missing=()):
+    def run(key, failing=(), missing=(), phase=1.0):
+        """A held-out run's checks; the phase check is a report (no verdict), judged by its value against the bar."""
         names = [n for n in HELD_OUT_CHECKS + ADAM_CONTROL_CHECKS + PHASE_CHECKS if n not in missing]
-        return [dict(key=key, name=n, passed=n not in failing, value=0.0) for n in names]
+        return [dict(key=key, name=n, offset=3, seeds=key, passed=None if n in PHASE_CHECKS else n not in failing,
+                     value=phase if n in PHASE_CHECKS else 0.0) for n in names]
 
+    bar = initialization.REGISTERED_PHASE_LIFT_SHARE
     checks = pd.DataFrame(run("a") + run("b", failing=("collapse_predicted",)) + run("c", missing=PHASE_CHECKS)
-                          + run("d", failing=("adam_control_helps", "unseen_phase_lift_gpt2_higher")))
+                          + run("d", failing=("adam_control_helps",), phase=bar - 0.1) + run("e", phase=bar)
+                          + run("f", phase=float("nan")))
     monkeypatch.setattr(initialization, "held_out_runs", lambda name, chapter: SimpleNamespace(checks=checks, missing=0))
     values = initialization.held_out_values("initialization")
-    assert values == dict(held_out_complete=0.0, held_out_failures=1.0, held_out_adam_control=1.0, held_out_phases=2.0)
+    assert values == dict(held_out_complete=0.0, held_out_failures=1.0, held_out_adam_control=1.0, held_out_phases=3.0)
+    table = initialization.held_out_table(checks)
+    phase = table.loc["unseen_phase_lift_gpt2_higher"]
+    assert [phase[(3, key)].endswith("(fails)") for key in "abdef"] == [False, False, True, False, True]
+    assert table.loc["collapse_predicted"][(3, "b")].endswith("(fails)")
+    assert not table.loc["collapse_predicted"][(3, "a")].endswith("(fails)")
 
 
 def test_chapter_6_seeds_written_out_here_match_chapter_6():
