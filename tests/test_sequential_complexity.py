@@ -122,6 +122,38 @@ def test_verdicts_selections_and_claims_from_runs():
     assert sc.disagreements(committed.iloc[:0]) == "none"
 
 
+def test_added_tasks_have_their_own_checks_and_leave_the_first_sweeps_alone():
+    """Runs of the tasks added to the sweep later (interleaved parity, addition) are judged by the ``added`` checks only:
+    the checks registered with the first sweep give the same values with or without them."""
+    first = _study([
+        ("rpe_scale_hint", "reversal_repeat", 920, 1.0, 0.97, "hint_mirror_2", -1, 4.0),
+        ("rpe", "reversal_repeat", 920, 1.0, 0.3, "offset", 1, 4.0),
+        ("lbpe", "copy", 920, 1.0, 0.99, "coupled", 0, 4.0),
+    ])
+    added = _study([
+        ("rpe", "addition", 920, 1.0, 0.95, "offset", 1, 4.0),  # SRC grows under offsets, yet generalizes
+        ("coupled", "parity_cot_interleaved", 920, 1.0, 0.2, "coupled", 1, 4.0),  # SRC grows under coupling; fails
+        ("rpe_scale_hint", "addition", 920, 1.0, 0.95, "hint_offset_1", 0, 4.0),  # invariant; generalizes
+        ("rpe_scale_hint", "parity_cot_interleaved", 920, 1.0, 0.5, "offset", 1, 4.0),  # invariant; fails
+        ("rpe_scale_hint", "addition", 921, 0.5, 0.1, "hint_offset_1", 0, 4.0),  # not learned: judged by nothing
+        ("rpe_scale_hint", "addition", 922, 1.0, 0.92, "hint_offset_2", 1, 4.0),  # invariant; generalizes
+    ])
+    own = first.iloc[:0]
+    alone = sc.claim_values(own, first, train_scale=4, scale_factor=4)
+    both = sc.claim_values(own, pd.concat([first, added], ignore_index=True), train_scale=4, scale_factor=4)
+    for name, value in alone.items():
+        if not name.startswith("held_out_added") and name not in ("not_learned_runs", "registered_cells"):  # all runs
+            assert value == both[name] or (math.isnan(value) and math.isnan(both[name])), name
+    assert math.isnan(alone["held_out_added_hint_generalizes"]) and alone["held_out_added_growing_runs"] == 0
+    # the hint's share judges addition only (SRC grows under offsets there): interleaved parity's failing run is not in it
+    assert both["held_out_added_hint_generalizes"] == 1.0 and both["held_out_added_hint_runs"] == 2
+    assert both["held_out_added_growing_fails"] == 1 and both["held_out_added_growing_runs"] == 2
+    assert both["held_out_added_invariant_share"] == pytest.approx(2 / 3) and both["held_out_added_learned"] == 5
+    assert both["held_out_added_disagreements"] == 2  # offsets on addition generalize; the hint on parity fails
+    assert sc.rpe_growing_tasks(8, 4) == ("copy_repeat", "reversal_repeat", "parity_cot")
+    assert "addition" in sc.rpe_growing_tasks(8, 4, sc.TRAINED_TASKS)
+
+
 def test_a_run_whose_tables_are_untouched_selects_nothing():
     accuracy = pd.DataFrame(_accuracy("lbpe", "copy", 900, 1.0, 1.0))
     usage = pd.DataFrame(_usage("lbpe", "copy", 900, "coupled", -1, 0.0)).assign(mass=0.0)
@@ -146,5 +178,6 @@ def test_the_committed_sweep_is_complete_and_current():
     assert runs.missing == 0 and runs.study is not None, f"{runs.missing} of {runs.expected} runs missing or stale"
     v = runs.study.verdicts
     assert set(v.seed) <= set(sc.HELD_OUT_SEEDS) and not set(v.seed) & set(sc.PILOT_SEEDS)
-    assert len(v) == len(v.drop_duplicates(["scheme", "task", "seed"])) == 3 * (5 * 7 + 2)
+    assert len(v) == len(v.drop_duplicates(["scheme", "task", "seed"])) == 3 * (7 * 7 + 2)
+    assert set(sc.ADDED_TASKS) <= set(v.task)
     assert set(v.scheme) == {"ape", "nope", "rpe", "coupled", "rpe_scale_hint", "lbpe", "fire"}

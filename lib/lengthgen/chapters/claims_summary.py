@@ -277,6 +277,15 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                (Limit("12_sequential_complexity", "held_out_growing_runs", "<", GROWING_MINIMUM,
                       "the 'only if' judged {value:.0f} learned runs in cells where SRC grows (fewer than "
                       "{threshold}): the others did not learn in range"),
+                Limit("12_sequential_complexity", "held_out_added_growing_runs", "<", GROWING_MINIMUM,
+                      "on the tasks added later (interleaved parity, addition) the 'only if' judged {value:.0f} learned "
+                      "runs in cells where SRC grows (fewer than {threshold}): the others did not learn in range"),
+                Limit("12_sequential_complexity", "held_out_added_growing_fails", ">", 0,
+                      "on the tasks added later {value:.0f} learned runs generalize where SRC grows (reported: the "
+                      "coupled cell's verdict rests on one-layer programs, see the chapter)"),
+                Limit("12_sequential_complexity", "held_out_added_disagreements", ">", 0,
+                      "{value:.0f} learned held-out runs on the tasks added later disagree with the conjecture's verdict "
+                      "for their cell"),
                 Limit("12_sequential_complexity", "held_out_invariant_cells_without_lg", ">", 0,
                       "the 'if' is not shown by training in {value:.0f} cells where SRC is invariant: no run "
                       "generalizes there (training finds another program than the cheapest, or none in range)"),
@@ -285,7 +294,7 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
     PaperClaim("scale-hint", PART_II, "Scale Hint (relations that know the instance's scale) makes SRC invariant and "
                "enables length generalization where plain relative positions do not.", "12_sequential_complexity",
                ("hint_generalizes", "judged_groups", "held_out_hint_generalizes", "held_out_hint_where_rpe_grows",
-                "held_out_judged", "committed_complete"),
+                "held_out_added_hint_generalizes", "held_out_judged", "committed_complete"),
                (Limit("12_sequential_complexity", "held_out_hint_learned_where_rpe_grows", "<", GROWING_MINIMUM,
                       "where plain offsets' SRC grows, only {value:.0f} hint runs learned in range to be judged"),
                 Limit("12_sequential_complexity", "held_out_hint_gap", "<", HINT_GAP,
