@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from lengthgen.chapters.absolute_pinning import CHANCE_CEILING, chance_cells, pinning, table_movement, vanishing_init_key
-from lengthgen.chapters.claims_summary import current_defaults
+from lengthgen.chapters.claims import claims_of
+from lengthgen.chapters.claims_summary import PAPER_CLAIMS, current_defaults
 from lengthgen.chapters.common import head_run_configs
 from lengthgen.chapters.equivariance import Parameters, renormalization_error, toeplitz_deviation
 from lengthgen.chapters.stats import binomial_interval, consistent_with
@@ -129,3 +130,14 @@ def test_hijack_bias_and_constant_gain():
     # the constant 10^3.5 errs by 0.5 in both; the law by 0.6: the law does not beat it
     assert constant_gain(hijack) == pytest.approx(np.log10(4) - 0.5)
     assert math.isnan(hijack_bias(hijack.iloc[2:]))
+
+
+def test_dashboard_rows_rest_on_asserted_checks_and_limits_on_registered_claims():
+    """A paper claim's checks must be asserted claims of its chapter (a reported one has no verdict and would make the
+    row fail), and every limit must name a registered claim of its chapter."""
+    for row in PAPER_CLAIMS:
+        registered = claims_of(row.chapter)
+        for name in row.checks:
+            assert name in registered and registered[name].role != "reported", (row.key, name)
+        for limit in row.limits:
+            assert limit.name in claims_of(limit.chapter), (row.key, limit.name)
