@@ -93,8 +93,8 @@ def test_verdicts_and_bad_inputs():
 
 @pytest.mark.parametrize(("train_scale", "factor"), [(2, 2), (5, 3), (8, 4)])
 def test_the_registered_verdicts(train_scale, factor):
-    """The whole table, at several training scales (it changes only at N = 1, where interleaved parity reads
-    nothing); parity against Zhou et al. is the disagreement expected in advance (SRC counts no readout)."""
+    """The whole table, at several training scales; parity against Zhou et al. is the disagreement expected in advance
+    (SRC counts no readout)."""
     table = programs.src_table(train_scale, factor)
     assert {(r["task"], r["scheme"]): r["predicted"] for r in table} == {
         (task, scheme): verdict for task, by_scheme in REGISTERED.items() for scheme, verdict in by_scheme.items()}

@@ -35,8 +35,8 @@ def answer_from_program(task: str, n: int, tokens: torch.Tensor, row: int) -> in
         return (sum(a_b) + carry) % 10
     if task == "parity_cot_interleaved":
         (head,) = programs.PROGRAMS[task]["direct"]
-        previous = read_tokens(tokens, head.build(n), row)
-        return (own + (previous[0] if previous else 0)) % 2
+        (previous,) = read_tokens(tokens, head.build(n), row)
+        return (own + (0 if previous == VOCAB - 1 else previous)) % 2  # the separator stands for z_0 = 0
     (head,) = programs.PROGRAMS[task]["direct"]
     (source,) = read_tokens(tokens, head.build(n), row)
     if task == "parity_cot":
@@ -71,6 +71,9 @@ def test_layouts_and_ids_are_the_programs():
     assert tokens[2] == VOCAB - 2 and tokens[5] == VOCAB - 1
     assert a[0] + 10 * a[1] + b[0] + 10 * b[1] == s[0] + 10 * s[1] + 100 * s[2]
     assert ids.tolist() == [1, 2, 0, 1, 2, 0, 1, 2]
+    tokens, targets, ids = rt.instance("parity_cot_interleaved", 3, VOCAB, gen)
+    assert tokens[0] == VOCAB - 1 and ids.tolist() == [0, 1, 1, 2, 2, 3, 3]  # the separator opens it (z_0 = 0)
+    assert targets[1::2].tolist() == tokens[2::2].tolist() and (targets[0::2] == IGNORE).all()  # z_t asked at x_t
 
 
 def test_mode_is_unique_and_parity_counts_ones():

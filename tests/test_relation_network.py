@@ -13,6 +13,7 @@ from lengthgen.model.relation_network import (
     RelationNetworkConfig,
     RelationRunConfig,
     RelationTransformer,
+    constant_prefix_gap,
     exact_match,
     relation_values,
     table_size,
@@ -207,3 +208,21 @@ def test_fire_adds_its_learned_bias_and_stays_causal():
         model.fire.mlp[2].weight.mul_(20.0)  # a steeper FIRE bias over the offsets moves the logits
     assert not torch.allclose(model(tokens, ids, scales), logits)
     assert model.relation_bias.tables.keys() == set()  # the scheme nope: no tables of its own
+
+
+@pytest.mark.parametrize("scheme", [*SCHEME_RELATIONS, "fire"])
+def test_without_an_opening_token_a_constant_prefix_hides_the_position(scheme):
+    """Proof check of why interleaved parity opens with the separator (chapter 12): in a network whose positions enter
+    only through attention logits, the output at the last of the tokens ``1 1 1`` equals the output at the one token
+    ``1``, whatever the weights (every layer averages equal values), so ``z_2`` on instances opening ``1 1`` must be
+    answered as ``z_1``. With the separator in front the two queries see different values, and (with the same random
+    weights) different outputs: the check can fail."""
+    cfg = SMALL.with_(layers=2, scheme="nope", encoding="fire", fire_threshold=9.0) if scheme == "fire" else \
+        SMALL.with_(layers=2, scheme=scheme)
+    model = RelationTransformer(cfg, generator(0, "init")).eval()
+    gen = generator(1, "tables")
+    with torch.no_grad():
+        for table in model.relation_bias.tables.values():  # tables start at zero: give every relation a say
+            table.copy_(torch.randn(table.shape, generator=gen))
+    assert constant_prefix_gap(model, opened=False) < 1e-5
+    assert constant_prefix_gap(model, opened=True) > 1e-3

@@ -142,7 +142,8 @@ def test_added_tasks_have_their_own_checks_and_leave_the_first_sweeps_alone():
     alone = sc.claim_values(own, first, train_scale=4, scale_factor=4)
     both = sc.claim_values(own, pd.concat([first, added], ignore_index=True), train_scale=4, scale_factor=4)
     for name, value in alone.items():
-        if not name.startswith("held_out_added") and name not in ("not_learned_runs", "registered_cells"):  # all runs
+        if not name.startswith(("held_out_added", "held_out_interleaved")) and name not in (
+                "not_learned_runs", "registered_cells"):  # all runs
             assert value == both[name] or (math.isnan(value) and math.isnan(both[name])), name
     assert math.isnan(alone["held_out_added_hint_generalizes"]) and alone["held_out_added_growing_runs"] == 0
     # the hint's share judges addition only (SRC grows under offsets there): interleaved parity's failing run is not in it
@@ -150,6 +151,12 @@ def test_added_tasks_have_their_own_checks_and_leave_the_first_sweeps_alone():
     assert both["held_out_added_growing_fails"] == 1 and both["held_out_added_growing_runs"] == 2
     assert both["held_out_added_invariant_share"] == pytest.approx(2 / 3) and both["held_out_added_learned"] == 5
     assert both["held_out_added_disagreements"] == 2  # offsets on addition generalize; the hint on parity fails
+    # interleaved parity's own share: learned runs in its invariant cells (offsets, hint, LBPE; coupling grows there)
+    assert both["held_out_interleaved_runs"] == 1 and both["held_out_interleaved_generalizes"] == 0.0
+    assert both["held_out_interleaved_judged"] == 1  # one run, fewer than INTERLEAVED_MINIMUM
+    assert math.isnan(alone["held_out_interleaved_generalizes"]) and alone["held_out_interleaved_judged"] == 1
+    groups = sc.held_out_groups(pd.concat([first, added], ignore_index=True), 4, 4)
+    assert set(groups["first"].task) == {"reversal_repeat", "copy"}
     assert sc.rpe_growing_tasks(8, 4) == ("copy_repeat", "reversal_repeat", "parity_cot")
     assert "addition" in sc.rpe_growing_tasks(8, 4, sc.TRAINED_TASKS)
 

@@ -278,7 +278,8 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
     PaperClaim("src-conjecture", PART_II, "Length generalization is possible if and only if the Sequential "
                "Representation Complexity stays invariant across scales (our reconstruction of SRC; tested where "
                "training learns the task in range).", "12_sequential_complexity",
-               ("held_out_growing_fails", "held_out_judged", "committed_complete"),
+               ("held_out_growing_fails", "held_out_interleaved_generalizes", "held_out_judged",
+                "held_out_interleaved_judged", "committed_complete"),
                (Limit("12_sequential_complexity", "held_out_growing_runs", "<", GROWING_MINIMUM,
                       "the 'only if' judged {value:.0f} learned runs in cells where SRC grows (fewer than "
                       "{threshold}): the others did not learn in range"),

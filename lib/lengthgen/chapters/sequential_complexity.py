@@ -27,6 +27,7 @@ from ..model.relation_network import (
     SCHEMES,
     RelationNetworkConfig,
     RelationRunConfig,
+    constant_prefix_gap,
     exact_match,
     table_usage,
 )
@@ -46,10 +47,12 @@ HELD_OUT_SEEDS = tuple(range(920, 940))  # the committed sweep's runs draw here,
 HELD_OUT_MINIMUM = {"hint": 8, "lbpe": 6}  # learned held-out runs (of 15 per scheme) each held-out share needs
 PAGE_MINIMUM = 2  # learned hint runs this page's checks need (of its seeds, 3 at the defaults)
 SHARE_FLOOR = 0.5  # share of the tables' used mass the selected relation must hold to count as the selection
+INTERLEAVED_MINIMUM = 4  # learned held-out interleaved-parity runs (of 9) in its invariant cells its share needs
 GROWING_MINIMUM = 3  # learned held-out runs in cells where SRC grows (offsets, coupling, hint, LBPE) the 'only if' needs
 REGISTERED_LBPE_SHARE = 0.75  # held_out_lbpe_selects_needed's threshold when it was registered (see its revision)
 HINT_GAP = 0.3  # answer accuracy at 2N, hint minus plain offsets, below which the dashboard qualifies Scale Hint
 TABLE_SCHEMES = ("rpe", "coupled", "rpe_scale_hint", "lbpe")  # schemes that can represent a read moving with n
+PREFIX_TIE = 1e-4  # logits: float rounding, below which two outputs count as the same (the proof check's bar)
 LOSS_EVERY = 25  # steps between the kept points of a training-loss curve
 
 # What the pilot runs (seeds 0-2, before this module was written; their records were not kept) chose and showed.
@@ -63,7 +66,14 @@ _AFTER_FIRST_RUN = ("Added after a review of the first run at the defaults (seed
                     "sweep.")
 
 _ADDED = ("Registered with the two added tasks, before any run of theirs (2026-12-03), when the committed sweep was "
-          "regenerated a second time to add them; the checks registered with the first sweep keep judging its tasks.")
+          "regenerated a second time to add them; the checks registered with the first sweep keep judging its tasks. "
+          "In that (third) version no run learned interleaved parity in range: its instances opened with x_1, and no "
+          "network of this chapter can then answer more than three instances in four at scales >= 2 (chapter 12 "
+          "proves it); the fourth version opens them with the separator (see held_out_interleaved_generalizes).")
+_OPENING = ("Registered when interleaved parity's instances were given the opening separator (2026-12-03), before any "
+            "held-out run of that layout. Pilot runs of it (seeds 0-2, not evidence): plain offsets and LBPE on seed 0 "
+            "learned it in range (exact match 1.0) and kept answer accuracy >= 0.988 to 2N, both with their bias on "
+            "offset = 1, the program's read.")
 
 CLAIMS = (
     reported("registered_cells", "learned runs (of this page and of the whole committed sweep) whose measured verdict "
@@ -121,7 +131,7 @@ CLAIMS = (
              "cells where "
              "SRC grows under plain offsets (what held_out_hint_where_rpe_grows judges)"),
     reported("held_out_hint_gap", "mean answer accuracy at 2N of every scale-hint run minus that of every plain-offset run "
-             "(learned or not), over the cells where SRC grows under plain offsets"),
+             "(learned or not), over the first tasks' cells where SRC grows under plain offsets"),
     Claim("held_out_selects_needed", "share of the committed sweep's first tasks' learned scale-hint runs (tasks with a "
           "position head) "
           "whose selected relation (at least SHARE_FLOOR of the mass) and largest entry are a read of an SRC-invariant "
@@ -215,8 +225,30 @@ CLAIMS = (
     reported("held_out_added_invariant_share", "share of the committed sweep's learned runs on the added tasks, in cells "
              "where SRC is invariant, that generalize (the 'if', as held_out_invariant_share)"),
     reported("held_out_added_learned", "runs of the committed sweep on the added tasks that learned in range"),
+    Claim("held_out_interleaved_generalizes", "share of the committed sweep's learned runs on interleaved parity (opened "
+          "by the separator) in the cells where SRC is invariant (plain offsets, the hint, LBPE) that generalize", ">=",
+          0.75,
+          "Evidence for the conjecture's 'if' on a task whose one read, z_(t-1) one position back, is one offset at "
+          "every scale: a network that learned it in range through that offset carries it to 2N; one that fitted the "
+          "training scales by counting positions (the separator makes counting possible) loses its answers past N. "
+          "Same tolerance as the other held-out shares; the exact interval is shown beside it.",
+          revised=_OPENING),
+    Claim("held_out_interleaved_judged", f"learned runs that held_out_interleaved_generalizes judges, if fewer than "
+          f"{INTERLEAVED_MINIMUM} (of 9)", "==", 0,
+          "Sanity check that the interleaved-parity share judges enough runs.", role="sanity", revised=_OPENING),
+    reported("held_out_interleaved_runs", "learned runs on interleaved parity in the cells where SRC is invariant (what "
+             "held_out_interleaved_generalizes judges)"),
     reported("held_out_added_disagreements", "learned runs of the committed sweep on the added tasks whose verdict "
              "differs from the conjecture's for their cell"),
+    Claim("constant_prefix_tie", "largest logit difference, over the trained networks of this page and of the committed "
+          "sweep, between the output at the one token 1 and at the last of the tokens 1 1 1 (no separator in front)",
+          "<", PREFIX_TIE,
+          "Proof check of the reason interleaved parity opens with the separator: in a network whose positions enter "
+          "only through attention logits, two queries that see only equal tokens get the same output whatever the "
+          "weights, so trained or not this holds; it checks that the networks are built as the proof assumes.",
+          role="proof", revised=_OPENING),
+    reported("constant_prefix_opened", "smallest logit difference, over the same networks, between the same two outputs "
+             "with the separator in front (where the tie is broken)"),
     Claim("fresh_seeds", "seeds of this run or of the committed sweep that the pilot runs used, and committed runs "
           "outside the held-out seeds", "==", 0,
           "Sanity check: evidence comes from seeds nobody looked at while the recipe and the checks were chosen.",
@@ -317,8 +349,9 @@ def run_configs(p: Parameters) -> list[RelationRunConfig]:
 
 
 def measure_run(run: TrainedRun, job: tuple[list[int], int]) -> dict[str, list[dict]]:
-    """In the worker: exact match and answer accuracy per scale, the table usage, and the training loss (mean over
-    each :data:`LOSS_EVERY` steps)."""
+    """In the worker: exact match and answer accuracy per scale, the table usage, the training loss (mean over
+    each :data:`LOSS_EVERY` steps) and the constant-prefix gaps (:func:`constant_prefix_gap`, without and with the
+    separator in front)."""
     scales, eval_batch = job
     cfg = run.config
     ids = dict(scheme=scheme_of(cfg), task=cfg.task, seed=cfg.seed)
@@ -328,7 +361,9 @@ def measure_run(run: TrainedRun, job: tuple[list[int], int]) -> dict[str, list[d
              for row in table_usage(run.model)]
     return dict(accuracy=[dict(**ids, **row) for row in exact_match(run.model, cfg, scales, eval_batch)],
                 usage=usage,
-                losses=[dict(**ids, step=end, loss=float(curve[max(0, end - LOSS_EVERY): end].mean())) for end in ends])
+                losses=[dict(**ids, step=end, loss=float(curve[max(0, end - LOSS_EVERY): end].mean())) for end in ends],
+                prefix=[dict(**ids, tied=constant_prefix_gap(run.model, opened=False),
+                             opened=constant_prefix_gap(run.model, opened=True))])
 
 
 def conjecture(train_scale: int, scale_factor: int) -> pd.DataFrame:
@@ -441,7 +476,9 @@ def held_out_groups(committed: pd.DataFrame, train_scale: int, scale_factor: int
     positional = learned[learned.position_head]
     where_rpe_grows = committed.task.isin(rpe_growing_tasks(train_scale, scale_factor))
     added_learned = added[added.learned]
+    interleaved = added_learned[added_learned.task == "parity_cot_interleaved"]
     return dict(
+        first=committed,
         learned=learned,
         hint=positional[positional.scheme == "rpe_scale_hint"],
         lbpe=positional[positional.scheme == "lbpe"],
@@ -460,6 +497,7 @@ def held_out_groups(committed: pd.DataFrame, train_scale: int, scale_factor: int
             rpe_growing_tasks(train_scale, scale_factor, ADDED_TASKS))],
         added_growing=added_learned[added_learned.grows & added_learned.scheme.isin(TABLE_SCHEMES)],
         added_invariant=added_learned[added_learned.registered & ~added_learned.grows],
+        interleaved_invariant=interleaved[interleaved.registered & ~interleaved.grows],
     )
 
 
@@ -513,6 +551,10 @@ def claim_values(own: pd.DataFrame, committed: pd.DataFrame | None = None, train
         held_out_added_invariant_share=_share(g["added_invariant"].assign(ok=generalizes["added_invariant"]), "ok"),
         held_out_added_learned=float(len(g["added_learned"])),
         held_out_added_disagreements=float((g["added_learned"].registered & ~g["added_learned"].agrees).sum()),
+        held_out_interleaved_generalizes=_share(g["interleaved_invariant"].assign(
+            ok=generalizes["interleaved_invariant"]), "ok"),
+        held_out_interleaved_judged=float(len(g["interleaved_invariant"]) < INTERLEAVED_MINIMUM),
+        held_out_interleaved_runs=float(len(g["interleaved_invariant"])),
     )
 
 
@@ -551,19 +593,27 @@ class ComplexityStudy:
     accuracy: pd.DataFrame  # scheme, task, seed, scale, exact, token, n
     usage: pd.DataFrame  # scheme, task, seed, layer, head, relation, used, mass, share, top/peak value and bias
     losses: pd.DataFrame  # scheme, task, seed, step, loss
+    prefix: pd.DataFrame  # scheme, task, seed, tied, opened (constant_prefix_gap without and with the separator)
     verdicts: pd.DataFrame  # one row per run (verdict_table)
 
     def details(self) -> dict[str, list[dict]]:
         """What the chapter's record carries, so that a sweep of the chapter keeps every run's measurements."""
         return dict(accuracy=self.accuracy.to_dict("records"), usage=self.usage.to_dict("records"),
-                    losses=self.losses.to_dict("records"))
+                    losses=self.losses.to_dict("records"), prefix=self.prefix.to_dict("records"))
 
 
 def study_from(results: list[dict[str, list[dict]]], train_scale: int, scale_factor: int) -> ComplexityStudy:
     """The study of measured runs (:func:`measure_run`'s dictionaries)."""
-    accuracy, usage, losses = (pd.DataFrame([row for r in results for row in r[k]])
-                               for k in ("accuracy", "usage", "losses"))
-    return ComplexityStudy(accuracy, usage, losses, verdict_table(accuracy, usage, train_scale, scale_factor))
+    accuracy, usage, losses, prefix = (pd.DataFrame([row for r in results for row in r[k]])
+                                       for k in ("accuracy", "usage", "losses", "prefix"))
+    return ComplexityStudy(accuracy, usage, losses, prefix, verdict_table(accuracy, usage, train_scale, scale_factor))
+
+
+def prefix_values(*studies: ComplexityStudy | None) -> dict[str, float]:
+    """constant_prefix_tie (the largest gap without the separator) and constant_prefix_opened (the smallest with it),
+    over every network of the given studies."""
+    prefix = pd.concat([s.prefix for s in studies if s is not None], ignore_index=True)
+    return dict(constant_prefix_tie=float(prefix.tied.max()), constant_prefix_opened=float(prefix.opened.min()))
 
 
 def complexity_study(p: Parameters, progress: bool = True) -> ComplexityStudy:

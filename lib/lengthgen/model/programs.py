@@ -206,16 +206,17 @@ def previous_token(n: int) -> Reads:
 
 
 def interleaved_ids(n: int) -> np.ndarray:
-    """Coupled ids of interleaved parity ``x_1 z_1 x_2 z_2 ..``: ``x_t`` and ``z_t`` have the id ``t``."""
-    return np.repeat(np.arange(1, n + 1), 2)
+    """Coupled ids of interleaved parity ``SEP x_1 z_1 x_2 z_2 ..``: the separator has the id 0, ``x_t`` and ``z_t``
+    the id ``t``."""
+    return np.concatenate([[0], np.repeat(np.arange(1, n + 1), 2)])
 
 
 def interleaved_previous(n: int) -> Reads:
-    """Parity with the chain of thought interleaved, ``x_1 z_1 x_2 z_2 ..`` (``x_t`` at ``2t - 2``, ``z_t`` at
-    ``2t - 1``, both with id ``t``): ``z_t`` is asked at ``x_t``'s position and reads ``z_{t-1}`` one back (``t >= 2``);
-    ``x_t`` is the query's own token."""
+    """Parity with the chain of thought interleaved, ``SEP x_1 z_1 x_2 z_2 ..`` (``x_t`` at ``2t - 1``, ``z_t`` at
+    ``2t``, both with id ``t``; the separator at 0 stands for ``z_0 = 0``): ``z_t`` is asked at ``x_t``'s position and
+    reads ``z_{t-1}`` one back; ``x_t`` is the query's own token."""
     _check_scale(n)
-    return reads(n, 2 * n, interleaved_ids(n), [(2 * t - 2, [2 * t - 3]) for t in range(2, n + 1)])
+    return reads(n, 2 * n + 1, interleaved_ids(n), [(2 * t - 1, [2 * t - 2]) for t in range(1, n + 1)])
 
 
 def addition_ids(n: int) -> np.ndarray:
@@ -274,7 +275,7 @@ TASKS: dict[str, str] = {
     "reversal": "x_1 .. x_n, separator, x_n .. x_1 (distinct tokens)",
     "reversal_repeat": "reversal with tokens that may repeat",
     "parity_cot": "bits x_1 .. x_n, separator, z_1 .. z_n with z_t = z_(t-1) xor x_t (its reads are copy_repeat's)",
-    "parity_cot_interleaved": "x_1 z_1 x_2 z_2 .. with z_t = z_(t-1) xor x_t",
+    "parity_cot_interleaved": "separator, x_1 z_1 x_2 z_2 .. with z_t = z_(t-1) xor x_t (z_0 = 0 at the separator)",
     "addition": "a + b = s, n digits each, least significant first",
     "mode": "x_1 .. x_n, separator, the most frequent token",
     "parity": "bits x_1 .. x_n, separator, their parity (no chain of thought)",

@@ -12,7 +12,11 @@ from its program's reads alone. Two tokens are reserved: ``SEP = vocab - 1`` (th
 * ``copy_repeat``, ``reversal_repeat``: the same with tokens drawn with replacement from
   :data:`REPEAT_ALPHABET` tokens, so that repeats are the rule (Zhou et al. 2023's hard copy);
 * ``parity_cot``: bits, ``SEP``, then ``z_t = z_(t-1) xor x_t`` (``z_0 = 0``) in the same layout;
-* ``parity_cot_interleaved``: ``x_1 z_1 x_2 z_2 ..``; ``z_t`` is asked at ``x_t``'s position;
+* ``parity_cot_interleaved``: ``SEP x_1 z_1 x_2 z_2 ..``; ``z_t`` is asked at ``x_t``'s position. The separator
+  opens the instance and stands for ``z_0 = 0``: without it, on instances opening ``1 1`` the query of ``z_2`` (keys
+  ``1 1 1``) and that of ``z_1`` (key ``1``) would see only equal tokens, and a network whose positions enter only
+  through attention logits computes the same output at both (every layer averages equal values), so it could answer
+  at most three instances in four (chapter 12 shows it);
 * ``addition``: ``a_1 .. a_n PLUS b_1 .. b_n SEP s_1 .. s_(n+1)``, decimal digits, least significant first
   (the reversed order of Lee et al. 2023); ``s_t`` is asked at ``2n + t``;
 * ``mode``: ``x_1 .. x_n SEP`` from :data:`REPEAT_ALPHABET` tokens, answered at ``SEP`` by the most frequent
@@ -70,8 +74,10 @@ def check_task(task: str, largest_scale: int, vocab: int) -> None:
 def sequence_length(task: str, n: int) -> int:
     """Tokens of an instance of scale ``n``: up to the last position that asks for an answer (a last answer is
     predicted, not fed back; interleaved parity keeps its last ``z_n``, which asks for nothing)."""
-    if task in SEPARATED or task == "parity_cot_interleaved":
+    if task in SEPARATED:
         return 2 * n
+    if task == "parity_cot_interleaved":
+        return 2 * n + 1
     if task == "addition":
         return 3 * n + 2
     if task in ("mode", "parity"):
@@ -136,8 +142,8 @@ def instances(task: str, n: int, count: int, vocab: int,
         targets[:, n:] = answers
     elif task == "parity_cot_interleaved":
         z = x.cumsum(1) % 2
-        tokens[:, 0::2], tokens[:, 1::2] = x, z
-        targets[:, 0::2] = z
+        tokens[:, 0], tokens[:, 1::2], tokens[:, 2::2] = sep, x, z
+        targets[:, 1::2] = z
     elif task == "addition":
         b = torch.randint(0, size, (count, n), generator=gen)
         digits = _sum_digits(x, b)

@@ -239,3 +239,21 @@ def exact_match(model: RelationTransformer, cfg: RelationRunConfig, scales: list
         predicted = model(tokens.to(device), ids.to(device), sizes.to(device)).argmax(-1).cpu()
         rows.append(dict(scale=n, **answer_scores(predicted, targets), n=batch))
     return rows
+
+
+@torch.no_grad()
+def constant_prefix_gap(model: RelationTransformer, opened: bool) -> float:
+    """Largest logit difference between the output at the one token ``1`` and at the last of the tokens ``1 1 1``
+    (``opened``: both with the separator in front). Without it the two queries see only equal tokens, and a network
+    whose positions enter only through attention logits computes the same output at both, whatever its weights (every
+    layer averages equal values): why interleaved parity opens with the separator (chapter 12)."""
+    device = next(model.parameters()).device
+    front = [model.cfg.vocab - 1] if opened else []
+
+    def last_logits(tokens: list[int]) -> torch.Tensor:
+        n = len(tokens)
+        output = model(torch.tensor([tokens], device=device), torch.arange(n, device=device)[None],
+                       torch.tensor([n], device=device))
+        return (output[0] if isinstance(output, tuple) else output)[0, -1]
+
+    return float((last_logits([*front, 1]) - last_logits([*front, 1, 1, 1])).abs().max())
