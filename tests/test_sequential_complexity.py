@@ -13,6 +13,7 @@ from lengthgen.chapters import sequential_complexity as sc
 from lengthgen.model import programs
 from lengthgen.model.relation_network import LOWEST, RelationNetworkConfig, RelationTransformer, table_usage
 from lengthgen.model.seeding import generator
+from lengthgen.model.training import train
 
 GOOD = dict(seeds=1, seed_start=900, workers=1, device="cpu", tasks=("reversal",), schemes=("rpe",), train_scale=8,
             scale_factor=4, vocab=40, dim=64, layers=2, heads=4, steps=10, batch=8, lr=3e-3, eval_batch=8,
@@ -188,3 +189,29 @@ def test_the_committed_sweep_is_complete_and_current():
     assert len(v) == len(v.drop_duplicates(["scheme", "task", "seed"])) == 3 * (7 * 7 + 2)
     assert set(sc.ADDED_TASKS) <= set(v.task)
     assert set(v.scheme) == {"ape", "nope", "rpe", "coupled", "rpe_scale_hint", "lbpe", "fire"}
+
+
+def test_prefix_values_take_the_tie_over_every_network_and_the_opened_gap_over_interleaved_parity():
+    prefix = pd.DataFrame([dict(scheme="rpe", task="copy", seed=1, tied=2e-7, opened=0.0),
+                           dict(scheme="rpe", task="parity_cot_interleaved", seed=1, tied=1e-6, opened=3.0),
+                           dict(scheme="lbpe", task="parity_cot_interleaved", seed=1, tied=0.0, opened=1.5)])
+    empty = pd.DataFrame()
+
+    def study(rows: pd.DataFrame) -> sc.ComplexityStudy:
+        return sc.ComplexityStudy(empty, empty, empty, rows, empty)
+
+    assert sc.prefix_values(study(prefix), None) == dict(constant_prefix_tie=1e-6, constant_prefix_opened=1.5)
+    only_copy = sc.prefix_values(study(prefix.iloc[:1]), study(prefix.iloc[:0]))
+    assert only_copy["constant_prefix_tie"] == 2e-7 and math.isnan(only_copy["constant_prefix_opened"])
+
+
+def test_a_measured_run_carries_its_constant_prefix_gaps():
+    """The worker's measurement of a (barely) trained interleaved-parity run: the tie holds, the separator breaks it."""
+    p = sc.Parameters.from_values(dict(GOOD, tasks=("parity_cot_interleaved",), schemes=("lbpe",), steps=3,
+                                       train_scale=2, scale_factor=2, eval_batch=4))
+    (cfg,) = sc.run_configs(p)
+    measured = sc.measure_run(train(cfg), (sc.evaluated_scales(p), p.eval_batch))
+    (row,) = measured["prefix"]
+    assert row["task"] == "parity_cot_interleaved" and row["tied"] < sc.PREFIX_TIE < row["opened"]
+    study = sc.study_from([measured], 2, 2)
+    assert sc.prefix_values(study) == dict(constant_prefix_tie=row["tied"], constant_prefix_opened=row["opened"])

@@ -20,7 +20,8 @@ read in one cell and ignored in another of the same scale, no operator table of 
 head there (``inf``). Over scales ``1 .. n`` the cost is the size of the union of those sets: operators a model
 trained up to ``N`` has fixed are reused, new ones are not trained. One operator may be read at one scale and
 ignored at another, because every model can know the scale and its absolute position: the causal mask lets a
-first layer count tokens (Kazemnejad et al. 2023 show NoPE does). So every scheme has the ``absolute`` relation
+first layer count tokens (Kazemnejad et al. 2023 show NoPE does), given a first token unlike the rest (every
+layout here has one: the separator opens interleaved parity for that reason). So every scheme has the ``absolute`` relation
 (one key per (query, key) cell) besides its own; NoPE has nothing else and therefore, in this account, the
 verdicts of APE.
 

@@ -15,8 +15,9 @@ from its program's reads alone. Two tokens are reserved: ``SEP = vocab - 1`` (th
 * ``parity_cot_interleaved``: ``SEP x_1 z_1 x_2 z_2 ..``; ``z_t`` is asked at ``x_t``'s position. The separator
   opens the instance and stands for ``z_0 = 0``: without it, on instances opening ``1 1`` the query of ``z_2`` (keys
   ``1 1 1``) and that of ``z_1`` (key ``1``) would see only equal tokens, and a network whose positions enter only
-  through attention logits computes the same output at both (every layer averages equal values), so it could answer
-  at most three instances in four (chapter 12 shows it);
+  through attention logits computes the same output at both (every layer averages equal values), so at every scale
+  ``n >= 2`` it could answer at most three instances in four entirely right, in expectation over the uniform bits
+  (chapter 12 shows it);
 * ``addition``: ``a_1 .. a_n PLUS b_1 .. b_n SEP s_1 .. s_(n+1)``, decimal digits, least significant first
   (the reversed order of Lee et al. 2023); ``s_t`` is asked at ``2n + t``;
 * ``mode``: ``x_1 .. x_n SEP`` from :data:`REPEAT_ALPHABET` tokens, answered at ``SEP`` by the most frequent

@@ -6,7 +6,9 @@ account and not the quirks of one encoding, this network sees positions *only* t
 head adds to its logits, for every relation ``r`` of the scheme, a learned scalar per value of ``r(i, j)``
 (zero at initialization; a value never seen in training keeps its zero). Everything else is the zoo decoder with
 ``nope`` (:class:`lengthgen.model.zoo_network.ZooTransformer`): token embedding, causal pre-LayerNorm blocks,
-no position embedding, so the causal mask's counting is available to every scheme, as the programs assume.
+no position embedding, so the causal mask's counting is available to every scheme, as the programs assume (where
+the sequence offers a token to count from: queries that see only equal tokens get the same output whatever the
+weights, :func:`constant_prefix_gap`).
 
 Relations (per sequence of scale ``n``; ``i`` the query's position, ``j`` the key's, ``id`` the coupled ids):
 
@@ -243,17 +245,19 @@ def exact_match(model: RelationTransformer, cfg: RelationRunConfig, scales: list
 
 @torch.no_grad()
 def constant_prefix_gap(model: RelationTransformer, opened: bool) -> float:
-    """Largest logit difference between the output at the one token ``1`` and at the last of the tokens ``1 1 1``
-    (``opened``: both with the separator in front). Without it the two queries see only equal tokens, and a network
-    whose positions enter only through attention logits computes the same output at both, whatever its weights (every
-    layer averages equal values): why interleaved parity opens with the separator (chapter 12)."""
+    """Largest logit difference between the query of ``z_1`` on an interleaved-parity instance opening ``x_1 = 1``
+    and that of ``z_2`` on one opening ``x_1 = x_2 = 1`` (tokens ``1`` and ``1 1 1``, with the layout's coupled ids and
+    scales 1 and 2; ``opened``: with the separator in front, as the layout has it). Without the separator the two
+    queries see only equal tokens, and a network whose positions enter only through attention logits computes the same
+    output at both, whatever its weights, ids and scales (every layer averages equal values): why interleaved parity
+    opens with the separator (chapter 12)."""
     device = next(model.parameters()).device
     front = [model.cfg.vocab - 1] if opened else []
 
-    def last_logits(tokens: list[int]) -> torch.Tensor:
-        n = len(tokens)
-        output = model(torch.tensor([tokens], device=device), torch.arange(n, device=device)[None],
-                       torch.tensor([n], device=device))
+    def last_logits(tokens: list[int], scale: int) -> torch.Tensor:
+        ids = programs.interleaved_ids(scale)[(0 if opened else 1):][:len(tokens)]
+        output = model(torch.tensor([tokens], device=device), torch.as_tensor(ids, device=device)[None],
+                       torch.tensor([scale], device=device))
         return (output[0] if isinstance(output, tuple) else output)[0, -1]
 
-    return float((last_logits([*front, 1]) - last_logits([*front, 1, 1, 1])).abs().max())
+    return float((last_logits([*front, 1], 1) - last_logits([*front, 1, 1, 1], 2)).abs().max())
