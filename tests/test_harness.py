@@ -156,3 +156,24 @@ def test_per_run_claims_record_every_runs_verdict(tmp_path):
     assert chapter.record.checks[-1].value == 2 and chapter.record.checks[-1].threshold == 0
     with pytest.raises(ValueError, match="not registered per run"):
         chapter.check_runs("toeplitz_f64", runs)
+
+
+def test_dashboard_limits_read_thresholds_from_the_record_and_qualify_only_when_they_fire():
+    """Chapter 12's rows: a limit whose threshold is a function of the record (FIRE against LBPE, plain offsets'
+    learned runs against the page's seeds) fires only past it, and a missing check never fires."""
+    rows = {claim.key: claim for claim in claims_summary.PAPER_CLAIMS}
+    asserted = [dict(name=name, value=0.0, passed=True) for key in ("lbpe", "scale-hint") for name in rows[key].checks]
+
+    def reason(key: str, **values: float) -> tuple[str, str]:
+        checks = asserted + [dict(name=name, value=value, passed=None) for name, value in values.items()]
+        record = dict(parameters=dict(seeds=3), checks=checks)
+        return claims_summary.judge(rows[key], {"12_sequential_complexity": record})
+
+    assert "FIRE" in reason("lbpe", held_out_lbpe_generalizes=0.9, held_out_fire_generalizes=1.0)[1]
+    assert "FIRE" not in reason("lbpe", held_out_lbpe_generalizes=0.9, held_out_fire_generalizes=0.5)[1]
+    assert "FIRE" not in reason("lbpe", held_out_fire_generalizes=1.0)[1]  # LBPE's share missing: nothing to compare
+    assert reason("lbpe", held_out_lbpe_generalizes=0.5)[1].startswith("only a share of 0.50")
+    assert "1 of 3 runs" in reason("scale-hint", rpe_learned=1)[1]
+    assert reason("scale-hint", rpe_learned=3) == ("reproduces", "all 6 checks pass")
+    assert claims_summary.HELD_OUT_SHARE == claims_summary.claims_of("12_sequential_complexity")[
+        "held_out_hint_generalizes"].threshold

@@ -52,6 +52,19 @@ def test_parameters_cell_is_literal_declared_and_followed_by_the_harness(path: P
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_claim_check_cell_does_not_print_the_record(path: Path):
+    """``chapter.finish()`` returns the chapter's record; as a cell's last expression its whole repr (every check and
+    the details, hundreds of kilobytes) would be rendered on the page. The cell assigns it, or its output is removed
+    (chapters whose committed sweep is keyed by the notebook's code, until that sweep is next regenerated)."""
+    cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+    [cell] = [c for c in cells if "chapter.finish()" in "".join(c["source"])]
+    last = ast.parse("".join(cell["source"])).body[-1]
+    shown = isinstance(last, ast.Expr)
+    assert not shown or "remove-output" in cell.get("metadata", {}).get("tags", []), (
+        f"{path.name}: write 'record = chapter.finish()' so that the record is not printed on the page")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_no_threshold_or_harness_code_is_copied_into_a_notebook(path: Path):
     code = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
     for forbidden in ("ChapterRecord(", "Stopwatch(", "validate(", ".save(", "assert_all("):

@@ -4,7 +4,8 @@ Chromium (the system's ``chromium`` when present, else Playwright's own) loads e
 ``_build/html`` with every network request refused, and the test checks what a reader sees:
 no console error and no failed request; every formula typeset by the bundled MathJax (no raw
 ``\\(``, ``\\[`` or ``$$`` left); every figure image loaded and captioned; no raw Markdown (table
-pipes, ``**``, unresolved ``{glue}``/``{ref}`` roles); every internal link and anchor resolving.
+pipes, ``**``, unresolved ``{glue}``/``{ref}`` roles) and no chapter record printed as a Python object; every
+internal link and anchor resolving.
 A full-page screenshot of each page goes to ``_build/screenshots/`` for review.
 
 The book is built first (``python -m lengthgen.book.bookcache build``: the cache makes this a
@@ -35,6 +36,7 @@ RAW_MARKDOWN = [
     (re.compile(r"\*\*\S"), "Markdown bold markers"),
     (re.compile(r"\{(glue|glue:text|glue:figure|ref|numref|eq|cite|doc)\}"), "an unresolved MyST role"),
     (re.compile(r"\\\(|\\\[|\$\$"), "raw TeX (MathJax did not typeset it)"),
+    (re.compile(r"ChapterRecord\("), "a chapter's record printed as a Python object"),
 ]
 
 
