@@ -1,4 +1,4 @@
-"""Where chapter 12's training time goes: the relation network's step at the chapter's defaults, per scheme.
+"""Where chapter 12's training time goes: the relation network's step at the chapter's defaults, per scheme (and FIRE).
 
 Usage (one torch thread, as the chapter's workers run)::
 
@@ -55,7 +55,7 @@ def measure(scheme: str, steps: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=150)
-    parser.add_argument("--schemes", nargs="+", default=["nope", "rpe", "coupled", "rpe_scale_hint", "lbpe"])
+    parser.add_argument("--schemes", nargs="+", default=[*chapter.SCHEMES, chapter.FIRE])
     args = parser.parse_args()
     torch.set_num_threads(1)
     rows = [measure(scheme, args.steps) for scheme in args.schemes]

@@ -166,14 +166,15 @@ def test_dashboard_limits_read_thresholds_from_the_record_and_qualify_only_when_
 
     def reason(key: str, **values: float) -> tuple[str, str]:
         checks = asserted + [dict(name=name, value=value, passed=None) for name, value in values.items()]
-        record = dict(parameters=dict(seeds=3), checks=checks)
+        record = dict(parameters=dict(seeds=3, tasks=["reversal", "mode"], schemes=["rpe", "rpe_scale_hint"]), checks=checks)
         return claims_summary.judge(rows[key], {"12_sequential_complexity": record})
 
     assert "FIRE" in reason("lbpe", held_out_lbpe_generalizes=0.9, held_out_fire_generalizes=1.0)[1]
     assert "FIRE" not in reason("lbpe", held_out_lbpe_generalizes=0.9, held_out_fire_generalizes=0.5)[1]
     assert "FIRE" not in reason("lbpe", held_out_fire_generalizes=1.0)[1]  # LBPE's share missing: nothing to compare
     assert reason("lbpe", held_out_lbpe_generalizes=0.5)[1].startswith("only a share of 0.50")
-    assert "1 of 3 runs" in reason("scale-hint", rpe_learned=1)[1]
+    assert "1 of 3 runs" in reason("scale-hint", rpe_learned=1)[1]  # mode has no position head: 3 runs, not 6
+    assert claims_summary.plain_offset_runs(dict(parameters=dict(seeds=3, tasks=["copy"], schemes=["lbpe"]))) == 0
     assert reason("scale-hint", rpe_learned=3) == ("reproduces", "all 6 checks pass")
     assert claims_summary.HELD_OUT_SHARE == claims_summary.claims_of("12_sequential_complexity")[
         "held_out_hint_generalizes"].threshold
