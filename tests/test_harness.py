@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from lengthgen.book import harness
@@ -178,3 +179,36 @@ def test_dashboard_limits_read_thresholds_from_the_record_and_qualify_only_when_
     assert reason("scale-hint", rpe_learned=3) == ("reproduces", "all 6 checks pass")
     assert claims_summary.HELD_OUT_SHARE == claims_summary.claims_of("12_sequential_complexity")[
         "held_out_hint_generalizes"].threshold
+
+
+def test_sweep_wall_times_list_every_committed_run_with_its_wall_time():
+    """The summary's table of sweep runs holds exactly the runs each committed sweep's results.csv aggregates (the
+    spec's current runs), each current, with a positive wall time and settings that tell it from its chapter's others."""
+    runs = claims_summary.sweep_wall_times()
+    assert set(runs.sweep) == {p.parent.name for p in claims_summary.SWEEPS_DIR.glob("*/spec.yaml")}
+    for sweep, rows in runs.groupby("sweep"):
+        listed = set(pd.read_csv(claims_summary.SWEEPS_DIR / sweep / "results.csv", dtype=str).key)
+        assert set(rows.key) == listed, f"{sweep}: the table's runs are not the sweep's current runs"
+    assert runs.current.all() and (runs.wall_time_s > 0).all()
+    assert not runs.duplicated(["sweep", "chapter", "settings"]).any()
+
+
+def test_sweep_wall_times_mark_stale_runs_and_sum_per_sweep(tmp_path):
+    """A record made by other code is shown as not current; settings name only what varies between a chapter's runs;
+    the totals divide the summed time by the spec's workers."""
+    folder = tmp_path / "demo"
+    (folder / "runs").mkdir(parents=True)
+    (folder / "spec.yaml").write_text("name: demo\nworkers: 2\nchapters:\n  03_carrier:\n    grid: {offsets: [[3], [5]]}\n")
+    current = dict(code_fingerprint=code_fingerprint("03_carrier"),
+                   notebook_hash=notebook_hash(BOOK_DIR / "03_carrier.ipynb"))
+    for key, offset, wall, made in (("a", 3, 60.0, current), ("b", 5, 180.0, dict(current, code_fingerprint="other"))):
+        record = dict(key=key, chapter="03_carrier", overrides=dict(offsets=[offset], seeds=4), wall_time_s=wall,
+                      machine=dict(processor="cpu"), **made)
+        (folder / "runs" / f"{key}.json").write_text(json.dumps(record))
+    runs = claims_summary.sweep_wall_times(tmp_path)
+    assert list(runs.settings) == ["offsets=3", "offsets=5"]
+    assert list(runs.current) == [True, False]
+    totals = claims_summary.sweep_time_totals(runs).iloc[0]
+    assert (totals.runs, totals.current, totals.workers) == (2, 1, 2)
+    assert totals.total_min == pytest.approx(4.0) and totals.elapsed_min == pytest.approx(2.0)
+    assert (totals.median_s, totals.max_s) == (120.0, 180.0)

@@ -20,8 +20,9 @@ import pandas as pd
 from ..book import fingerprint
 from ..book.bookcache import toc_chapters
 from ..book.parameters import ChapterParameters, parameter
-from ..book.paths import RECORDS_DIR, REPO_ROOT, notebook_path
+from ..book.paths import RECORDS_DIR, REPO_ROOT, SWEEPS_DIR, notebook_path
 from ..book.records import COMPARISONS, checks_table, load_records
+from ..book.sweep import load_spec, stored_records
 from . import parameters_of
 from .claims import Claim, claims_of
 from .connections import EXTRAPOLATION_ERROR
@@ -128,6 +129,56 @@ def revisions(root: Path = REPO_ROOT) -> pd.DataFrame:
     """The claims whose threshold, or what they assert, was changed after results were seen."""
     table = claims_registry(root)
     return table[table.revised != ""][["chapter", "claim", "revised"]].reset_index(drop=True)
+
+
+# -- the committed sweeps' wall time, run by run ---------------------------------------------------------------
+
+def run_settings(overrides: dict, varying: list[str]) -> str:
+    """A run's own settings: the values of the parameters that vary between its chapter's runs in the spec."""
+    def shown(value: object) -> str:
+        return "+".join(map(str, value)) if isinstance(value, list) else str(value)
+
+    return ", ".join(f"{name}={shown(overrides[name])}" for name in varying) or "(the only run)"
+
+
+def sweep_wall_times(sweeps_dir: Path = SWEEPS_DIR, root: Path = REPO_ROOT) -> pd.DataFrame:
+    """One row per stored run of every committed sweep: its settings, whether it is current, and its wall time.
+
+    A run is ``current`` when its record was made by the chapter's current code and notebook (the same
+    fingerprints the chapter itself checks before it reads the sweep; each chapter's fingerprint is
+    computed once here, not once per run). ``wall_time_s`` is the chapter's own wall time inside the
+    run as its record states it (training and measuring, without starting the kernel), on the machine
+    named by ``processor``; ``workers`` is how many runs the spec executes at once, so a sweep's
+    elapsed time is about its summed wall time over ``workers``.
+    """
+    rows, current = [], {}
+    for spec_path in sorted(sweeps_dir.glob("*/spec.yaml")):
+        spec = load_spec(spec_path)
+        records = list(stored_records(spec_path.parent, None))
+        for chapter in dict.fromkeys(r["chapter"] for r in records):
+            if chapter not in current:
+                current[chapter] = (fingerprint.code_fingerprint(chapter, root),
+                                    fingerprint.notebook_hash(notebook_path(chapter, root)))
+            mine = [r for r in records if r["chapter"] == chapter]
+            names = sorted({name for r in mine for name in r["overrides"]})
+            varying = [n for n in names if len({repr(r["overrides"].get(n)) for r in mine}) > 1]
+            for r in mine:
+                rows.append(dict(sweep=spec_path.parent.name, chapter=chapter, settings=run_settings(r["overrides"], varying),
+                                 key=r["key"], current=(r["code_fingerprint"], r["notebook_hash"]) == current[chapter],
+                                 wall_time_s=float(r.get("wall_time_s") or float("nan")),
+                                 workers=int(spec.get("workers", 1)), processor=r.get("machine", {}).get("processor", "")))
+    return pd.DataFrame(rows, columns=["sweep", "chapter", "settings", "key", "current", "wall_time_s", "workers",
+                                       "processor"])
+
+
+def sweep_time_totals(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per sweep: stored and current runs, workers, summed and per-run wall time (from :func:`sweep_wall_times`)."""
+    grouped = runs.groupby("sweep", sort=False)
+    return pd.DataFrame(dict(
+        runs=grouped.size(), current=grouped.current.sum(), workers=grouped.workers.first(),
+        total_min=grouped.wall_time_s.sum() / 60, elapsed_min=grouped.wall_time_s.sum() / 60 / grouped.workers.first(),
+        median_s=grouped.wall_time_s.median(), min_s=grouped.wall_time_s.min(), max_s=grouped.wall_time_s.max(),
+    )).reset_index()
 
 
 # -- the paper's claims, judged from the records ----------------------------------------------------------------
