@@ -215,3 +215,50 @@ def test_a_measured_run_carries_its_constant_prefix_gaps():
     assert row["task"] == "parity_cot_interleaved" and row["tied"] < sc.PREFIX_TIE < row["opened"]
     study = sc.study_from([measured], 2, 2)
     assert sc.prefix_values(study) == dict(constant_prefix_tie=row["tied"], constant_prefix_opened=row["opened"])
+
+
+def test_cell_table_orders_cells_and_gives_each_records_wall_time():
+    """Cells come in the order of the tasks and schemes (FIRE after the schemes, anything unknown last), FIRE's SRC is
+    missing (shown as n/a), and with a sweep's record times each cell carries its record's."""
+    runs = _study([
+        ("fire", "copy", 920, 1.0, 0.95, "offset", 1, 4.0),
+        ("rpe", "reversal", 920, 1.0, 0.3, "offset", 1, 4.0),
+        ("rpe_scale_hint", "copy", 920, 1.0, 0.97, "hint_offset_1", 0, 4.0),
+        ("ape", "copy", 920, 1.0, 0.5, "absolute", 0, 4.0),
+    ])
+    table = sc.cell_table(runs.assign(scheme=runs.scheme.replace({"ape": "someday"})))
+    assert list(zip(table.task, table.scheme, strict=True)) == [
+        ("copy", "rpe_scale_hint"), ("copy", "fire"), ("copy", "someday"), ("reversal", "rpe")]
+    assert "wall_s" not in table and math.isnan(table.set_index("scheme").src_N["fire"])
+    timed = sc.cell_table(runs, {("copy", "ape"): 12.5, ("reversal", "rpe"): 30.0}).set_index(["task", "scheme"])
+    assert timed.wall_s[("copy", "ape")] == 12.5 and timed.wall_s[("reversal", "rpe")] == 30.0
+    assert math.isnan(timed.wall_s[("copy", "fire")])  # no record gave its time
+
+
+def test_sweep_numbers_count_the_held_out_groups_and_say_not_run_without_a_sweep():
+    """The numbers the chapter glues about its committed sweep: each group's counts, plain offsets' learned runs by
+    task, and exact intervals; every one reads "not run" without a sweep."""
+    from lengthgen.chapters.complexity_numbers import NOT_RUN, SWEEP_NUMBERS, rasp_comparison, sweep_numbers
+
+    assert sweep_numbers(None, {}, 0.95) == dict.fromkeys(SWEEP_NUMBERS, NOT_RUN)
+    assert rasp_comparison(None).empty
+    committed = _study([
+        ("rpe_scale_hint", "copy", 920, 1.0, 0.97, "hint_offset_1", 0, 4.0),  # learned, generalizes
+        ("rpe_scale_hint", "copy", 921, 1.0, 0.5, "hint_offset_1", 0, 4.0),  # learned, fails
+        ("rpe", "copy", 920, 0.5, 0.5, "offset", 1, 4.0),  # not learned
+        ("rpe", "mode", 920, 1.0, 0.95, "offset", 1, 4.0),  # learned; mode has no position head
+        ("rpe", "addition", 920, 1.0, 0.95, "offset", 1, 4.0),  # an added task: not among the first tasks' counts
+    ])
+    runs = sc.CommittedRuns(sc.ComplexityStudy(*(pd.DataFrame(),) * 4, committed), 6, 1, 4, 4, [60.0, 120.0], {})
+    values = sc.claim_values(committed.iloc[:0], committed, 4, 4)
+    numbers = sweep_numbers(runs, values, 0.95)
+    assert set(numbers) == set(SWEEP_NUMBERS)
+    assert numbers["sweep_runs"] == 5 and numbers["sweep_minutes"] == "3" and numbers["sweep_per_record"] == "60-120 s"
+    assert numbers["held_runs"] == 5 and numbers["held_learned"] == 3 and numbers["added_runs"] == 1
+    assert numbers["held_hint"] == 2 and numbers["held_hint_ok"] == 1
+    low, high = map(float, numbers["held_hint_interval"].split("-"))
+    assert low < 0.5 < high
+    assert numbers["held_rpe_learned"] == "0 of 1" and numbers["held_rpe_by_task"] == "copy 0 of 1, mode 1 of 1"
+    rasp = rasp_comparison(runs)
+    assert list(rasp.index) == ["copy", "mode", "addition"]
+    assert rasp.loc["copy", "measured"] == "not learned x1" and rasp.loc["mode", "conjecture"] == "generalizes"

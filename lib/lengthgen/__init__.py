@@ -39,6 +39,8 @@ and assert.
     ``held_out``     the reader of a chapter's committed sweep of held-out runs (chapters 6, 10, 13)
     ``committed``    the ``committed_sweep`` parameter group: the sweep a chapter reads, its held-out seeds kept
                      off the page (chapter 10; the others declare it themselves until their sweeps are regenerated)
+    ``complexity_numbers`` what chapter 12's prose and tables state about its committed sweep (counts, shares
+                     with their intervals, plain offsets beside RASP-L)
     ``planes``       a rotary kernel as one cosine per plane; max-margin and min-norm alternatives; the
                      random-phase tail that predicts the first far offset to beat the target
 

@@ -37,7 +37,8 @@ from .common import GB, Execution, Seeds, map_stacked
 
 FIRE = "fire"  # the published learned relative bias (Li et al. 2023), trained beside the schemes; not an SRC scheme
 FIRST_SWEEP_TASKS = ("copy", "copy_repeat", "reversal", "reversal_repeat", "parity_cot", "mode", "parity")
-ADDED_TASKS = ("parity_cot_interleaved", "addition")  # trained from the second regeneration of the sweep on; own checks
+INTERLEAVED = "parity_cot_interleaved"  # parity with the chain of thought between the bits, opened by the separator
+ADDED_TASKS = (INTERLEAVED, "addition")  # trained from the second regeneration of the sweep on; own checks
 TRAINED_TASKS = (*FIRST_SWEEP_TASKS, *ADDED_TASKS)
 LEARNED_FLOOR = 0.99  # exact match at every evaluated training scale below which a run has not learned (the issue's)
 GENERALIZES_FLOOR = 0.9  # lowest answer accuracy over scales N+1 .. 2N of a run that generalizes
@@ -171,7 +172,9 @@ CLAIMS = (
           "(plain offsets on copy and reversal with repeated tokens and on parity with chain of thought), nothing "
           "trained up to N represents the reads at larger scales. A network that generalized there would contradict "
           "it. APE and NoPE are left out: their tables grow by construction of the absolute relation "
-          "(held_out_absolute_generalizes reports them).",
+          "(held_out_absolute_generalizes reports them). The check counts counterexamples, so with no learned run in "
+          "these cells it passes without judging anything: held_out_growing_runs reports how many runs it judged, "
+          "and below GROWING_MINIMUM of them the dashboard qualifies the conjecture's row.",
           revised="Registered with the sweep's spec, before any of its runs, over every scheme; restricted to the "
                   "schemes with relation tables after the review of the first run."),
     reported("held_out_growing_runs", "learned runs of the committed sweep's first tasks with offsets, coupling, the hint or "
@@ -485,7 +488,7 @@ def held_out_groups(committed: pd.DataFrame, train_scale: int, scale_factor: int
     positional = learned[learned.position_head]
     where_rpe_grows = committed.task.isin(rpe_growing_tasks(train_scale, scale_factor))
     added_learned = added[added.learned]
-    interleaved = added_learned[added_learned.task == "parity_cot_interleaved"]
+    interleaved = added_learned[added_learned.task == INTERLEAVED]
     return dict(
         first=committed,
         learned=learned,
@@ -567,12 +570,16 @@ def claim_values(own: pd.DataFrame, committed: pd.DataFrame | None = None, train
     )
 
 
-def cell_table(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """One row per (task, scheme): SRC at N and at the largest scale, the conjecture's verdict, the measured verdicts
-    (runs of each), runs agreeing among the learned, mean exact match at N + 1 and 2N, mean answer accuracy at 2N,
-    and what the tables selected."""
+def cell_table(verdicts: pd.DataFrame, seconds: dict[tuple[str, str], float] | None = None) -> pd.DataFrame:
+    """One row per (task, scheme), in the order of :data:`TRAINED_TASKS` and of the schemes (FIRE last, anything else
+    after it): SRC at N and at the largest scale (NaN for FIRE, which is not an SRC scheme), the conjecture's verdict,
+    the measured verdicts (runs of each), runs agreeing among the learned, mean exact match at N + 1 and 2N, mean
+    answer accuracy at 2N, what the tables selected and, when ``seconds`` gives them (a committed sweep's
+    :attr:`CommittedRuns.cell_seconds`), the wall time of the run record that trained the cell's seeds."""
+    order = {name: k for k, name in enumerate((*TRAINED_TASKS, *SCHEMES, FIRE))}
     rows = []
-    for (task, scheme), g in verdicts.groupby(["task", "scheme"], sort=False):
+    for (task, scheme), g in sorted(verdicts.groupby(["task", "scheme"], sort=False),
+                                    key=lambda cell: tuple(order.get(name, len(order)) for name in cell[0])):
         learned = g[g.learned]
         rows.append(dict(task=task, scheme=scheme, src_N=g.src_n.iloc[0], src_largest=g.src_largest.iloc[0],
                          predicted=g.predicted.iloc[0],
@@ -582,8 +589,11 @@ def cell_table(verdicts: pd.DataFrame) -> pd.DataFrame:
                          exact_2N=g.exact_2n.mean(), answers_2N=g.answers_2n.mean(),
                          selected=", ".join(sorted({f"{s} = {v}" if s != "none" else s
                                                     for s, v in zip(g.selected, g.value, strict=True)}))))
+        if seconds is not None:
+            rows[-1]["wall_s"] = seconds.get((task, scheme), np.nan)
     return pd.DataFrame(rows, columns=["task", "scheme", "src_N", "src_largest", "predicted", "measured", "agree",
-                                       "exact_N1", "exact_2N", "answers_2N", "selected"])
+                                       "exact_N1", "exact_2N", "answers_2N", "selected",
+                                       *(["wall_s"] if seconds is not None else [])])
 
 
 def disagreements(verdicts: pd.DataFrame) -> str:
@@ -622,7 +632,7 @@ def prefix_values(*studies: ComplexityStudy | None) -> dict[str, float]:
     """constant_prefix_tie (the largest gap without the separator, over every network of the given studies) and
     constant_prefix_opened (the smallest with it, over their interleaved-parity networks; NaN when there are none)."""
     prefix = pd.concat([s.prefix for s in studies if s is not None], ignore_index=True)
-    opened = prefix.opened[prefix.task == "parity_cot_interleaved"]
+    opened = prefix.opened[prefix.task == INTERLEAVED]
     return dict(constant_prefix_tie=float(prefix.tied.max()),
                 constant_prefix_opened=float(opened.min()) if len(opened) else float("nan"))
 
@@ -643,6 +653,7 @@ class CommittedRuns:
     train_scale: int
     scale_factor: int
     wall_seconds: list[float]  # each present record's wall time
+    cell_seconds: dict[tuple[str, str], float]  # (task, scheme): wall time of the record that trained the cell
 
 
 def committed_runs(name: str) -> CommittedRuns:
@@ -651,7 +662,7 @@ def committed_runs(name: str) -> CommittedRuns:
     runs = [r for r in expand(load_spec(folder / "spec.yaml")) if r.chapter == Parameters.chapter]
     records = list(stored_records(folder, {r.key for r in runs}))
     if not records:
-        return CommittedRuns(None, len(runs), len(runs), 0, 0, [])
+        return CommittedRuns(None, len(runs), len(runs), 0, 0, [], {})
     settings = {(int(r["parameters"]["train_scale"]), int(r["parameters"]["scale_factor"])) for r in records}
     if len(settings) != 1:
         raise ValueError(f"the committed sweep {name} mixes training scales or factors {sorted(settings)}")
@@ -659,5 +670,7 @@ def committed_runs(name: str) -> CommittedRuns:
     study = study_from([r["details"] for r in records], train_scale, factor)
     if study.verdicts.duplicated(["scheme", "task", "seed"]).any():
         raise ValueError(f"the committed sweep {name} has two runs of the same (scheme, task, seed)")
-    return CommittedRuns(study, len(runs), len(runs) - len(records), train_scale, factor,
-                         [float(r["wall_time_s"] or 0.0) for r in records])
+    seconds = [float(r["wall_time_s"] or 0.0) for r in records]
+    cells = {(row["task"], row["scheme"]): wall for r, wall in zip(records, seconds, strict=True)
+             for row in r["details"]["accuracy"]}
+    return CommittedRuns(study, len(runs), len(runs) - len(records), train_scale, factor, seconds, cells)
