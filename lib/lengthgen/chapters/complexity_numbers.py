@@ -1,7 +1,7 @@
 """What chapter 12's prose and tables state about its committed sweep, computed in one place so that the notebook
 only glues and shows it.
 
-:func:`sweep_numbers` gives every number the chapter's section on the committed sweep glues (counts of runs per
+:func:`sweep_numbers` gives the numbers the chapter's section on the committed sweep glues about its runs (counts of runs per
 held-out group, shares with their exact binomial intervals, spreads over runs, the disagreements in words), or
 ``"not run"`` for each when no committed run is present; :func:`rasp_comparison` sets plain offsets' measured
 verdicts beside SRC's conjecture and Zhou et al.'s RASP-L verdict, task by task.
@@ -25,9 +25,10 @@ from .sequential_complexity import (
 from .stats import binomial_interval, spread_text
 
 NOT_RUN = "not run"  # what every number reads when the committed sweep has no run
-# Shares shown with an exact binomial interval: the glued name's stem and the held-out group it counts.
-INTERVAL_GROUPS = {"hint": "hint", "chosen": "hint", "lbpe": "lbpe", "added_hint": "added_hint",
-                   "interleaved": "interleaved_invariant"}
+# Shares shown with an exact binomial interval: the glued name's stem, the held-out group it counts, and what a run
+# of the group must do to count ("generalizes": its measured verdict; "needed": it selected an invariant read).
+INTERVAL_GROUPS = {"hint": ("hint", "generalizes"), "chosen": ("hint", "needed"), "lbpe": ("lbpe", "needed"),
+                   "added_hint": ("added_hint", "generalizes"), "interleaved": ("interleaved_invariant", "generalizes")}
 SWEEP_NUMBERS: tuple[str, ...] = (
     "sweep_runs", "sweep_expected", "sweep_minutes", "sweep_per_record", "sweep_seeds", "held_seeds", "held_runs",
     "held_learned", "held_hint", "held_hint_ok", "held_hint_grows", "held_hint_grows_ok", "held_hint_gap",
@@ -41,7 +42,8 @@ SWEEP_NUMBERS: tuple[str, ...] = (
 
 
 def learned_by_task(runs: pd.DataFrame, tasks: tuple[str, ...]) -> str:
-    """``"task k of n"`` for each of ``tasks`` that ``runs`` trained: how many of its runs learned in range."""
+    """``"task k of n"`` for each of ``tasks`` that ``runs`` trained: how many of its runs learned in range (``"no run"``
+    when ``runs`` trained none of them)."""
     return ", ".join(f"{task} {int(g.learned.sum())} of {len(g)}" for task in tasks
                      if len(g := runs[runs.task == task])) or "no run"
 
@@ -94,9 +96,9 @@ def sweep_numbers(committed: CommittedRuns | None, values: dict[str, float], int
         interleaved_runs=len(g["interleaved_invariant"]), interleaved_ok=ok("interleaved_invariant"),
         interleaved_worst=spread("interleaved_invariant", "worst_answers"),
         interleaved_exact_2n=spread("interleaved_invariant", "exact_2n"))
-    for name, group in INTERVAL_GROUPS.items():
+    for name, (group, counted) in INTERVAL_GROUPS.items():
         judged = g[group]
-        passed = int(judged.needed.sum()) if name in ("chosen", "lbpe") else ok(group)
+        passed = int(judged.needed.sum()) if counted == "needed" else ok(group)
         low, high = binomial_interval(passed, len(judged), interval) if len(judged) else (float("nan"),) * 2
         numbers[f"held_{name}_interval"] = f"{low:.2f}-{high:.2f}" if len(judged) else "none"
     return numbers

@@ -174,12 +174,12 @@ CLAIMS = (
           "it. APE and NoPE are left out: their tables grow by construction of the absolute relation "
           "(held_out_absolute_generalizes reports them). The check counts counterexamples, so with no learned run in "
           "these cells it passes without judging anything: held_out_growing_runs reports how many runs it judged, "
-          "and below GROWING_MINIMUM of them the dashboard qualifies the conjecture's row.",
+          f"and below {GROWING_MINIMUM} of them the claims dashboard qualifies the SRC conjecture's row.",
           revised="Registered with the sweep's spec, before any of its runs, over every scheme; restricted to the "
                   "schemes with relation tables after the review of the first run."),
     reported("held_out_growing_runs", "learned runs of the committed sweep's first tasks with offsets, coupling, the hint or "
              "LBPE in "
-             "cells where SRC grows (what held_out_growing_fails judges; the dashboard asks for GROWING_MINIMUM)"),
+             f"cells where SRC grows (what held_out_growing_fails judges; the dashboard asks for {GROWING_MINIMUM})"),
     reported("held_out_absolute_generalizes", "learned APE and NoPE runs of the committed sweep's first tasks, on tasks with "
              "a position "
              "head, that generalize"),
@@ -670,7 +670,7 @@ def committed_runs(name: str) -> CommittedRuns:
     study = study_from([r["details"] for r in records], train_scale, factor)
     if study.verdicts.duplicated(["scheme", "task", "seed"]).any():
         raise ValueError(f"the committed sweep {name} has two runs of the same (scheme, task, seed)")
-    seconds = [float(r["wall_time_s"] or 0.0) for r in records]
+    seconds = [float(r["wall_time_s"]) if r["wall_time_s"] is not None else float("nan") for r in records]
     cells = {(row["task"], row["scheme"]): wall for r, wall in zip(records, seconds, strict=True)
              for row in r["details"]["accuracy"]}
     return CommittedRuns(study, len(runs), len(runs) - len(records), train_scale, factor, seconds, cells)
