@@ -370,14 +370,15 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                       "where plain offsets' SRC grows, only {value:.0f} hint runs learned in range to be judged"),
                 Limit("12_sequential_complexity", "held_out_added_hint_generalizes", "<", 1,
                       "on addition, added to the sweep later (reported), a share of {value:.2f} of the learned hint runs "
-                      "generalize, and the hint rarely learns addition in range at the chapter's step budget"),
+                      "generalize, and the hint learns addition in range in only some runs at the chapter's step budget"),
                 Limit("12_sequential_complexity", "held_out_hint_gap", "<", HINT_GAP,
                       "where plain offsets' SRC grows, the hint's answer accuracy at 2N beats plain offsets' by "
                       "{value:.2f} only"),
                 Limit("12_sequential_complexity", "rpe_learned", "<", plain_offset_runs,
                       "the contrast is partly one of training: plain offsets learned this page's task in range in "
-                      "{value:.0f} of {threshold} runs, and rarely any task in the committed sweep, even where their "
-                      "SRC is invariant (chapter 12), so the hint's evidence is that its learned runs generalize"))),
+                      "{value:.0f} of {threshold} runs, and rarely a task with a position head in the committed sweep (mode, "
+                      "which needs none, in every run), even where their SRC is invariant (chapter 12), so the hint's "
+                      "evidence is that its learned runs generalize"))),
     PaperClaim("lbpe", PART_II, "A learning-based position encoding learns the positional relation a task needs.",
                "12_sequential_complexity", ("held_out_judged", "committed_complete"),
                (Limit("12_sequential_complexity", "held_out_lbpe_selects_needed", "<", REGISTERED_LBPE_SHARE,
@@ -387,14 +388,14 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                 Limit("12_sequential_complexity", "held_out_lbpe_selects_needed", ">=", REGISTERED_LBPE_SHARE,
                       "the registered check holds on the committed sweep ({value:.2f} against {threshold}) mostly through "
                       "exact ties: LBPE puts equal mass on two equivalent relations (coupled ids and the hint's relation), and "
-                      "a run whose bias sits on those two alone holds exactly the share floor, and counts. On the sweep "
-                      "as first made, on another machine, a little mass on a third relation kept it below; it is a "
+                      "a run whose bias sits on those two alone holds exactly the share floor, and counts. On the sweeps "
+                      "made on the other machines, mass on a third relation kept it below; it is a "
                       "report, and LBPE does not pick one relation"),
                 Limit("12_sequential_complexity", "held_out_lbpe_generalizes", "<", HELD_OUT_SHARE,
                       "only a share of {value:.2f} of its learned runs generalize"),
                 Limit("12_sequential_complexity", "held_out_fire_generalizes", ">=",
                       lambda record: checks_of(record).get("held_out_lbpe_generalizes", {}).get("value", math.nan),
-                      "once learned, FIRE's runs generalize as often as LBPE's ({value:.2f} of them against "
+                      "once learned, FIRE's runs generalize at least as often as LBPE's ({value:.2f} of them against "
                       "{threshold:.2f}), so extrapolation alone does not separate the two here; FIRE learned far fewer "
                       "runs in range (chapter 12 gives the counts, which make FIRE's share a weak comparison)"))),
     PaperClaim("connections-rnn", PART_I, "The account connects to the implicit bias for extrapolation in recurrent "
