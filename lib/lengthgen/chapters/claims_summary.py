@@ -338,7 +338,7 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                       "{value:.0f} reversal runs (FIRE) generalize to 2N against the registered 'fails'; the "
                       "registered arguments for FIRE (normalizer drift) and reversal (a separator relation) miss"),
                 Limit("11_zoo_networks", "registered_cells", ">", 0,
-                      "{value:.0f} runs that learned their task disagree with the verdict registered for their cell "
+                      "{value:.0f} run(s) that learned their task disagree with the verdict registered for their cell "
                       "before any run (more did not learn within the step budget)"))),
     PaperClaim("src-conjecture", PART_II, "Length generalization is possible if and only if the Sequential "
                "Representation Complexity stays invariant across scales (our reconstruction of SRC; tested where "
@@ -346,19 +346,19 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                ("held_out_growing_fails", "held_out_interleaved_generalizes", "held_out_judged",
                 "held_out_interleaved_judged", "committed_complete"),
                (Limit("12_sequential_complexity", "held_out_growing_runs", "<", GROWING_MINIMUM,
-                      "the 'only if' judged {value:.0f} learned runs in cells where SRC grows (fewer than "
+                      "the 'only if' judged {value:.0f} learned run(s) in cells where SRC grows (fewer than "
                       "{threshold}): the others did not learn in range"),
                 Limit("12_sequential_complexity", "held_out_added_growing_runs", "<", GROWING_MINIMUM,
                       "on the tasks added later (interleaved parity, addition) the 'only if' judged {value:.0f} learned "
-                      "runs in cells where SRC grows (fewer than {threshold}): the others did not learn in range"),
+                      "run(s) in cells where SRC grows (fewer than {threshold}): the others did not learn in range"),
                 Limit("12_sequential_complexity", "held_out_added_growing_fails", ">", 0,
-                      "on the tasks added later {value:.0f} learned runs generalize where SRC grows (reported: the "
+                      "on the tasks added later {value:.0f} learned run(s) generalize where SRC grows (reported: the "
                       "coupled cell's verdict rests on one-layer programs, see the chapter)"),
                 Limit("12_sequential_complexity", "held_out_added_disagreements", ">", 0,
                       "{value:.0f} learned held-out run(s) on the tasks added later disagree with the conjecture's "
                       "verdict for their cell"),
                 Limit("12_sequential_complexity", "held_out_invariant_cells_without_lg", ">", 0,
-                      "the 'if' is not shown by training in {value:.0f} cells where SRC is invariant: no run "
+                      "the 'if' is not shown by training in {value:.0f} cell(s) where SRC is invariant: no run "
                       "generalizes there (training finds another program than the cheapest, or none in range)"),
                 Limit("12_sequential_complexity", "held_out_disagreements", ">", 0,
                       "{value:.0f} learned held-out run(s) disagree with the conjecture's verdict for their cell"))),
@@ -367,7 +367,7 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                ("hint_generalizes", "judged_groups", "held_out_hint_generalizes", "held_out_hint_where_rpe_grows",
                 "held_out_judged", "committed_complete"),
                (Limit("12_sequential_complexity", "held_out_hint_learned_where_rpe_grows", "<", GROWING_MINIMUM,
-                      "where plain offsets' SRC grows, only {value:.0f} hint runs learned in range to be judged"),
+                      "where plain offsets' SRC grows, only {value:.0f} hint run(s) learned in range to be judged"),
                 Limit("12_sequential_complexity", "held_out_added_hint_generalizes", "<", 1,
                       "on addition, added to the sweep later (reported), a share of {value:.2f} of the learned hint runs "
                       "generalize, and the hint learns addition in range in only some runs at the chapter's step budget"),
