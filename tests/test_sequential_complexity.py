@@ -280,21 +280,24 @@ def test_what_chapter_12_says_in_words_about_its_committed_sweep_holds_on_it():
     assert len(hint) > 1 and (hint.measured == "generalizes").all()
     # LBPE on the first tasks with a position head: in every learned run the two heaviest relations are coupled ids and
     # the hint's relation of an invariant read, mostly in nearly equal parts (at most 55 / 45); every run counted
-    # (needed) has all its mass on those two, every other some elsewhere; all runs but one generalize; the registered
-    # selection share does not hold on this sweep
+    # (needed) has all its mass on those two, every other some elsewhere, and a run on copy with repeated tokens most of
+    # it; all runs but one generalize; the registered selection share does not hold on this sweep
     usage = runs.study.usage
     mass = usage[usage.scheme == "lbpe"].groupby(["task", "seed", "relation"]).mass.sum()
     lbpe = first[(first.scheme == "lbpe") & first.learned & first.position_head]
-    even = 0
+    even, spread = 0, []
     for row in lbpe.itertuples():
         top = mass[(row.task, row.seed)].nlargest(2)
         reads = sc.invariant_reads(row.task, "lbpe", runs.train_scale, runs.scale_factor)
         hint_relation = next(name for name in top.index if name != "coupled")
         assert "coupled" in top.index and hint_relation.startswith("hint_") and hint_relation in reads
         even += abs(top.iloc[0] - top.iloc[1]) / top.sum() <= 0.1
-        outside = mass[(row.task, row.seed)].sum() - top.sum()
-        assert outside == 0 if row.needed else outside > 0
-    assert len(lbpe) > 0 and even > len(lbpe) / 2
+        total = mass[(row.task, row.seed)].sum()
+        outside = total - top.sum()  # relative tolerance: sums of the same stored floats, in another order
+        assert outside <= 1e-9 * total if row.needed else outside > 1e-9 * total
+        if row.task == "copy_repeat":
+            spread.append(outside / total)
+    assert len(lbpe) > 0 and even > len(lbpe) / 2 and max(spread) > 0.5
     assert (lbpe.measured != "generalizes").sum() == 1
     values = sc.claim_values(v.iloc[:0], v, runs.train_scale, runs.scale_factor)
     assert values["held_out_lbpe_selects_needed"] < sc.REGISTERED_LBPE_SHARE
