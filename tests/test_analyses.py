@@ -5,11 +5,11 @@ import pytest
 import torch
 
 from lengthgen.chapters.absolute_pinning import CHANCE_CEILING, chance_cells, pinning, table_movement, vanishing_init_key
-from lengthgen.chapters.claims import claims_of
 from lengthgen.chapters.claims_summary import PAPER_CLAIMS, current_defaults
 from lengthgen.chapters.common import head_run_configs
 from lengthgen.chapters.equivariance import Parameters, renormalization_error, toeplitz_deviation
 from lengthgen.chapters.stats import binomial_interval, consistent_with
+from lengthgen.claims import claims_of
 from lengthgen.model.evaluation import doubling_lengths
 from lengthgen.model.heads import HeadRunConfig
 from lengthgen.model.seeding import generator

@@ -10,9 +10,10 @@ from lengthgen.book import harness
 from lengthgen.book.fingerprint import code_cells, code_fingerprint, import_closure, notebook_hash
 from lengthgen.book.paths import BOOK_DIR, REPO_ROOT
 from lengthgen.book.records import ChapterRecord
+from lengthgen.book.rerun import checked_parameters, run_key
 from lengthgen.chapters import claims_summary, parameters_of
-from lengthgen.chapters.claims import ROLES, claims_of, find
 from lengthgen.chapters.claims_summary import SUMMARY, audit, current_defaults, revisions
+from lengthgen.claims import ROLES, claims_of, find
 
 
 @pytest.fixture(autouse=True)
@@ -198,12 +199,13 @@ def test_sweep_wall_times_mark_stale_runs_and_sum_per_sweep(tmp_path):
     the totals divide the summed time by the spec's workers."""
     folder = tmp_path / "demo"
     (folder / "runs").mkdir(parents=True)
-    (folder / "spec.yaml").write_text("name: demo\nworkers: 2\nchapters:\n  03_carrier:\n    grid: {offsets: [[3], [5]]}\n")
-    current = dict(code_fingerprint=code_fingerprint("03_carrier"),
-                   notebook_hash=notebook_hash(BOOK_DIR / "03_carrier.ipynb"))
-    for key, offset, wall, made in (("a", 3, 60.0, current), ("b", 5, 180.0, dict(current, code_fingerprint="other"))):
-        record = dict(key=key, chapter="03_carrier", overrides=dict(offsets=[offset], seeds=4), wall_time_s=wall,
-                      machine=dict(processor="cpu"), **made)
+    (folder / "spec.yaml").write_text("name: demo\nworkers: 2\nchapters:\n  03_carrier:\n    fixed: {seeds: 4}\n"
+                                      "    grid: {offsets: [[3], [5]]}\n")
+    overrides = dict(offsets=[3], seeds=4)
+    current = run_key("03_carrier", checked_parameters("03_carrier", overrides))  # what the spec's first run is now
+    for key, offset, wall in ((current, 3, 60.0), ("b", 5, 180.0)):  # "b": a key made by other code
+        record = dict(key=key, chapter="03_carrier", overrides=dict(overrides, offsets=[offset]), wall_time_s=wall,
+                      machine=dict(processor="cpu"), checks=[], parameters={}, status="ok")
         (folder / "runs" / f"{key}.json").write_text(json.dumps(record))
     runs = claims_summary.sweep_wall_times(tmp_path)
     assert list(runs.settings) == ["offsets=3", "offsets=5"]

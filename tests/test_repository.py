@@ -120,6 +120,35 @@ def test_each_chapter_has_an_analysis_module_named_like_its_notebook():
         assert (PACKAGE / "chapters" / f"{slug}.py").exists(), path.name
 
 
+def test_claims_live_in_the_claims_layer_only():
+    """Judgement apart from measurement: every chapter's claims sit in ``lengthgen.claims.<slug>``; no module of the
+    model or chapter layers declares ``CLAIMS`` or imports the claims at module level (a measurement that read a
+    threshold would change without its key)."""
+    for path in NOTEBOOKS:
+        assert (PACKAGE / "claims" / f"{path.stem.partition('_')[2]}.py").exists(), f"{path.name} has no claims module"
+    judges = {"robustness.py", "claims_summary.py"}  # pages whose measurement is judging other chapters' records
+    for layer in ("model", "chapters"):
+        for path in sorted((PACKAGE / layer).glob("*.py")):
+            tree = ast.parse(path.read_text())
+            assert not any(isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "CLAIMS" for t in node.targets)
+                           for node in tree.body), f"{layer}/{path.name} declares CLAIMS"
+            top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+            names = {(n.module or "") if isinstance(n, ast.ImportFrom) else a.name
+                     for n in top for a in (n.names if isinstance(n, ast.Import) else [n])}
+            relative = {n.module or "" for n in top if isinstance(n, ast.ImportFrom) and n.level == 2}
+            assert path.name in judges or (not any(m.startswith("lengthgen.claims") for m in names)
+                                           and "claims" not in relative), f"{layer}/{path.name} imports the claims"
+
+
+def test_measurement_fingerprints_leave_out_the_book_machinery_and_the_claims():
+    from lengthgen.book.fingerprint import NOT_MEASUREMENT, code_cells, import_closure
+
+    for path in NOTEBOOKS:
+        modules = import_closure(code_cells(path), REPO_ROOT / "lib", exclude=NOT_MEASUREMENT)
+        layers = {m.relative_to(PACKAGE).parts[0] for m in modules if m.parent != PACKAGE}
+        assert layers <= {"model", "chapters"}, f"{path.name}: measurement fingerprint covers {sorted(layers)}"
+
+
 def test_training_and_configuration_exist_once():
     sources = {p: p.read_text() for p in PACKAGE.rglob("*.py")}
     backward = [p.name for p, s in sources.items() if ".backward()" in s]

@@ -13,8 +13,17 @@ from lengthgen.book import fingerprint
 from lengthgen.book.parameters import ParameterError
 from lengthgen.book.paths import SWEEPS_DIR, notebook_path
 from lengthgen.book.rerun import checked_parameters, default_parameters, main, parse_overrides, run_key
-from lengthgen.book.sweep import execute_run, expand, load_spec, results_table, run_sweep, sweep_folder, write_results
-from lengthgen.chapters.claims import EPS32
+from lengthgen.book.sweep import (
+    execute_run,
+    expand,
+    load_spec,
+    results_table,
+    run_sweep,
+    store,
+    sweep_folder,
+    write_results,
+)
+from lengthgen.claims import EPS32
 
 TINY = "{seeds: 1, steps: 20, length_factor: 2, eval_batch: 8, workers: 1, device: cpu}"
 
@@ -60,7 +69,7 @@ def test_parameters_parse_merge_and_key():
 def test_run_key_follows_the_code_and_the_notebook(monkeypatch):
     p = checked_parameters("01_equivariance", {})
     key = run_key("01_equivariance", p)
-    monkeypatch.setattr(fingerprint, "code_fingerprint", lambda chapter, root=None: "changed library")
+    monkeypatch.setattr(fingerprint, "measurement_fingerprint", lambda chapter, root=None: "changed library")
     assert run_key("01_equivariance", p) != key
     monkeypatch.undo()
     monkeypatch.setattr(fingerprint, "notebook_hash", lambda path: "changed notebook")
@@ -129,7 +138,7 @@ def test_sweep_resumed_after_a_change_reruns_every_affected_run(tmp_path, monkey
     (key,) = run_sweep(spec, progress=False)
     folder = sweep_folder(spec)
     # a change to the library (any module the chapter imports) gives every run a new key
-    monkeypatch.setattr(fingerprint, "code_fingerprint", lambda chapter, root=None: "edited library")
+    monkeypatch.setattr(fingerprint, "measurement_fingerprint", lambda chapter, root=None: "edited library")
     (new_key,) = run_sweep(spec, progress=False)
     assert new_key != key
     table = pd.read_csv(folder / "results.csv")
@@ -181,8 +190,9 @@ def test_a_slice_of_the_committed_sweep_reproduces(tmp_path):
     run = next(r for r in runs.values() if r.chapter == "03_carrier" and r.overrides["offsets"] == [3])
     assert run.key in set(committed.key), "the committed table lacks the run this test reproduces (regenerate the sweep)"
     shutil.copy(folder / "spec.yaml", tmp_path / "spec.yaml")
-    key, status = execute_run(run, str(tmp_path))
+    key, status, record = execute_run(run)
     assert key == run.key and status in ("ok", "claims failed")
+    store(tmp_path, key, record)
     fresh = pd.read_csv(write_results(tmp_path)).set_index("name")  # through the same CSV round trip
     old = committed[committed.key == run.key].set_index("name")
     assert sorted(fresh.index) == sorted(old.index)

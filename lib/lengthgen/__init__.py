@@ -1,7 +1,8 @@
 """lengthgen: why rotary attention extrapolates and learned absolute positions memorize.
 
-The library behind the book, in three layers. Notebooks set parameters, call into them, plot
-and assert.
+The library behind the book, in four layers. Notebooks set parameters, call into them, plot
+and assert. A run's key covers the model and chapter layers it imports (what measures), never
+the claims or the book machinery (what judges and renders).
 
 ``lengthgen.model`` - the models and how they are trained and scored (imports nothing else here):
     ``seeding``      one integer seed, separate random streams per purpose; the run's device
@@ -31,7 +32,6 @@ and assert.
     ``connections`` (09), ``zoo`` (10), ``zoo_networks`` (11), ``sequential_complexity`` (12),
     ``initialization`` (13), ``claims_summary`` (99);
     each declares the chapter's ``Parameters``. Besides them:
-    ``claims``       the claims data: every claim check with its threshold, reason and revisions
     ``common``       parameter groups and run configurations several chapters share
     ``stats``        binomial intervals, seed summaries, prediction agreement
     ``network_probes`` what chapters 6 and 13 read off a trained network's attention: target mass per head,
@@ -44,14 +44,20 @@ and assert.
     ``planes``       a rotary kernel as one cosine per plane; max-margin and min-norm alternatives; the
                      random-phase tail that predicts the first far offset to beat the target
 
+``lengthgen.claims`` - the claims data, outside every run's key: the ``Claim`` record and its roles, and one
+    module per chapter named like its analysis module (``claims.transfer``), each with its ``CLAIMS``:
+    every claim check's statement, comparison, threshold, role, reason and revision note
+
 ``lengthgen.book`` - the machinery between the models and the rendered book:
     ``harness``      ``Chapter``: validate, record, assert and time a chapter, in one object
     ``parameters``   typed chapter parameters, their rules, strict command-line values
     ``records``      results records and what produced them
-    ``fingerprint``  code fingerprints, notebook hashes, the build fingerprint
+    ``judging``      stored values judged against the claims as they are now, never by a stored verdict
+    ``fingerprint``  measurement and page fingerprints, notebook hashes, the build fingerprint
     ``bookcache``    keeps the book's execution cache honest across builds
     ``rerun``        rerun one chapter with other parameters (papermill)
-    ``sweep``        resumable sweeps over chapters, on local processes or a Dask cluster
+    ``sweep``        resumable sweeps over chapters, on local processes or a Dask cluster; the manifest that
+                     seals each stored run; carrying runs over to new keys after a verified move of code
     ``parallel``     independent runs in worker processes, one torch thread each
     ``glue``         numbers and figures into the prose
     ``plotting``     the one seaborn theme and the length-sweep plot

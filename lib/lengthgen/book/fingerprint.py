@@ -1,13 +1,20 @@
 """What produced a result: fingerprints of the code, the notebook and the whole build.
 
 * :func:`notebook_hash`: SHA-256 of a notebook's code cells (what the execution cache keys on).
-* :func:`code_fingerprint`: SHA-256 of the pinned requirements, of every library module a
-  chapter imports, directly or through other modules (its *import closure*), and of the data
-  files it reads (``Parameters.data_inputs``). A module counts by its syntax tree without
-  docstrings, so editing a comment or a docstring changes nothing. Records and sweep run keys carry it, the book
-  cache re-executes a chapter when it changes, and the claims summary accepts a record only
-  under the current one: a change to anything a chapter runs or reads makes its results stale,
-  and a change elsewhere does not.
+* :func:`measurement_fingerprint`: what a run's key covers (:func:`lengthgen.book.rerun.run_key`):
+  SHA-256 of the pinned requirements, of the model and analysis modules a chapter's notebook
+  imports, directly or through other modules (its *import closure*, without the book machinery
+  of ``lengthgen.book`` and the claims of ``lengthgen.claims``, which run, render and judge a
+  measurement but do not make it), and of the data files it reads (``Parameters.data_inputs``).
+  A module counts by its syntax tree without docstrings, so editing a comment or a docstring
+  changes nothing. Editing a claim's statement, threshold or reason therefore never makes a
+  committed run stale: readers judge stored values against the claims as they are now.
+* :func:`code_fingerprint`: what a chapter *page* depends on: the measurement fingerprint's inputs
+  plus the book machinery the notebook imports, the committed sweep its page reads
+  (:func:`read_sweep_files`), and the claims of the chapter and of every chapter whose stored runs
+  it judges (:func:`judged_chapters`). The book cache
+  re-executes a page when it changes, and the claims summary accepts a page's record only under
+  the current one.
 * :func:`build_fingerprint`: SHA-256 of the whole library, the pins, the book configuration and
   the committed sweeps; every record carries it as well, to tell builds apart.
 * :func:`config_fingerprint`: the execution settings of the book configuration (the ``execute``
@@ -26,6 +33,7 @@ from .paths import REPO_ROOT, notebook_path
 
 PINS = ("requirements.txt", "pyproject.toml")
 BUILD_INPUTS = ("lib/**/*.py", *PINS, "_config.yml", "Makefile", "data/sweeps/**/*")
+NOT_MEASUREMENT = ("lengthgen.book", "lengthgen.claims")  # run, render and judge a measurement; outside run keys
 INJECTED_TAG = "injected-parameters"  # papermill's cell of overrides: a run's parameters, not its code
 
 
@@ -108,8 +116,13 @@ def _imported(tree: ast.AST, package: str) -> set[str]:
     return {n for n in names if n == "lengthgen" or n.startswith("lengthgen.")}
 
 
-def import_closure(sources: list[str], lib: Path) -> list[Path]:
-    """Files of every ``lengthgen`` module the sources import, directly or transitively, packages included."""
+def _excluded(name: str, exclude: tuple[str, ...]) -> bool:
+    return any(name == package or name.startswith(f"{package}.") for package in exclude)
+
+
+def import_closure(sources: list[str], lib: Path, exclude: tuple[str, ...] = ()) -> list[Path]:
+    """Files of every ``lengthgen`` module the sources import, directly or transitively, packages included;
+    modules under the packages named in ``exclude`` are neither counted nor followed."""
     todo = [name for source in sources for name in _imported(ast.parse(source), "")]
     seen: dict[str, Path] = {}
     while todo:
@@ -117,7 +130,7 @@ def import_closure(sources: list[str], lib: Path) -> list[Path]:
         parts = name.split(".")
         for i in range(1, len(parts) + 1):  # importing a.b.c runs a and a.b first
             prefix = ".".join(parts[:i])
-            if prefix in seen:
+            if prefix in seen or _excluded(prefix, exclude):
                 continue
             path = _module_file(prefix, lib)
             if path is None:
@@ -139,8 +152,59 @@ def declaration(chapter: str) -> type:
         return ChapterParameters
 
 
+def stable_name(chapter: str) -> str:
+    """A chapter's name without its file number (``"06_transfer"`` -> ``"transfer"``): renumbering a page stales nothing."""
+    number, _, slug = chapter.partition("_")
+    return slug if number.isdigit() and slug else chapter
+
+
+def _data_files(chapter: str, root: Path) -> list[Path]:
+    return _files(root, tuple(f"{folder}/**/*" for folder in declaration(chapter).data_inputs))
+
+
+def measurement_fingerprint(chapter: str, root: Path = REPO_ROOT) -> str:
+    """SHA-256 of what makes a chapter's measurements: the pins, the model and analysis modules its notebook imports
+    (not the book machinery, not the claims) and the data files it reads."""
+    modules = import_closure(code_cells(notebook_path(chapter, root)), root / "lib", exclude=NOT_MEASUREMENT)
+    return _hash_files(root, [root / p for p in PINS] + modules + _data_files(chapter, root))
+
+
 def code_fingerprint(chapter: str, root: Path = REPO_ROOT) -> str:
-    """SHA-256 of the pins, every library module the chapter's notebook imports, and the data files it reads."""
-    modules = import_closure(code_cells(notebook_path(chapter, root)), root / "lib")
-    data = _files(root, tuple(f"{folder}/**/*" for folder in declaration(chapter).data_inputs))
-    return _hash_files(root, [root / p for p in PINS] + modules + data)
+    """SHA-256 of what a chapter page depends on: the pins, every library module its notebook imports (book machinery
+    included), its claims, and the data files it reads."""
+    from ..claims import claims_module
+
+    judged = [chapter, *judged_chapters(chapter, root)]  # whose claims the page applies
+    sources = code_cells(notebook_path(chapter, root)) + [
+        f"import {claims_module(name)}" for name in judged if _module_file(claims_module(name), root / "lib") is not None]
+    modules = import_closure(sources, root / "lib")
+    return _hash_files(root, [root / p for p in PINS] + modules + _data_files(chapter, root) + read_sweep_files(chapter, root))
+
+
+def judged_chapters(chapter: str, root: Path = REPO_ROOT) -> list[str]:
+    """The chapters whose stored runs a page judges: those of the committed sweeps it reads (its ``committed_sweep``,
+    and every spec under its ``data_inputs``)."""
+    import yaml
+
+    specs = [p for p in read_sweep_files(chapter, root) if p.name == "spec.yaml"]
+    specs += [p for p in _data_files(chapter, root) if p.name == "spec.yaml"]
+    names: dict[str, None] = {}
+    for spec in specs:
+        try:
+            names.update(dict.fromkeys((yaml.safe_load(spec.read_text()) or {}).get("chapters", {}) or {}))
+        except yaml.YAMLError:
+            continue  # the page itself refuses a broken spec, with its message
+    return [name for name in names if name != chapter]
+
+
+def read_sweep_files(chapter: str, root: Path = REPO_ROOT) -> list[Path]:
+    """The files of the committed sweep a chapter's page reads (its default ``committed_sweep``), if any: a missing,
+    extra or edited run re-executes the page, which then judges (or refuses) what it finds."""
+    from .rerun import default_parameters
+
+    notebook = notebook_path(chapter, root)
+    try:
+        name = default_parameters(notebook).get("committed_sweep", "") if notebook.exists() else ""
+    except ValueError:
+        return []
+    return _files(root, (f"data/sweeps/{name}/**/*",)) if isinstance(name, str) and name else []

@@ -29,7 +29,7 @@ import pandas as pd
 
 from .. import __version__
 from ..chapters import parameters_of
-from ..chapters.claims import Claim, claims_of, find
+from ..claims import Claim, claims_of, find
 from . import fingerprint
 from .glue import glue
 from .parameters import user_names
@@ -143,6 +143,7 @@ class Chapter:
         record.created_utc = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         record.build_fingerprint = fingerprint.build_fingerprint()
         record.code_fingerprint = fingerprint.code_fingerprint(self.name)
+        record.measurement_fingerprint = fingerprint.measurement_fingerprint(self.name)
         record.notebook_hash = fingerprint.notebook_hash(notebook)
         record.library_version = __version__
         record.device = self.device

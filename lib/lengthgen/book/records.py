@@ -63,6 +63,7 @@ class ChapterRecord:
     created_utc: str = ""
     build_fingerprint: str = ""
     code_fingerprint: str = ""
+    measurement_fingerprint: str = ""
     notebook_hash: str = ""
     library_version: str = ""
     device: str = ""

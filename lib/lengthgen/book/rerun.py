@@ -2,8 +2,8 @@
 
 The chapter is executed with papermill (working directory ``book/``). The executed notebook,
 its results record and the parameters land in ``data/runs/<chapter>-<key>/`` (not committed),
-where ``key`` hashes the chapter, the full parameter set, the chapter's code fingerprint and
-its notebook hash (:func:`run_key`).
+where ``key`` hashes the chapter's stable name, the full parameter set, the chapter's measurement
+fingerprint (not its claims) and its notebook hash (:func:`run_key`).
 
 papermill only warns about a parameter the notebook does not define. Here an unknown name,
 or a value outside its range, stops with the chapter's own validation error before a kernel
@@ -80,9 +80,10 @@ def checked_parameters(chapter: str, overrides: dict[str, Any]) -> ChapterParame
 
 
 def run_key(chapter: str, parameters: ChapterParameters) -> str:
-    """A short hash of what produces a run: chapter, full parameters, code fingerprint and notebook hash."""
-    text = json.dumps(dict(chapter=chapter, parameters=plain(parameters.as_dict()),
-                           code=fingerprint.code_fingerprint(chapter),
+    """A short hash of what produces a run's measurements: the chapter's stable name (not its file number), its full
+    parameters, its measurement fingerprint (not its claims) and its notebook hash."""
+    text = json.dumps(dict(chapter=fingerprint.stable_name(chapter), parameters=plain(parameters.as_dict()),
+                           code=fingerprint.measurement_fingerprint(chapter),
                            notebook=fingerprint.notebook_hash(notebook_path(chapter))), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -15,11 +15,17 @@ lists chapters, each with fixed parameters and a grid; every point of every grid
 number of steps, say): each is one run, its values on top of ``fixed``.
 
 Each run executes the chapter through papermill with one torch thread per worker and stores
-its results record as ``runs/<key>.json`` next to the spec, written atomically. ``key``
-hashes what produces the run: chapter, full parameters, the chapter's code fingerprint and its
-notebook hash (:func:`lengthgen.book.rerun.run_key`). Rerunning an interrupted sweep executes
-only the missing runs and loses nothing; after a change to the code or the notebook a chapter
-runs, every affected run has a new key and runs again. ``results.csv`` aggregates the records
+its results record as ``runs/<key>.json`` next to the spec, written atomically by the client
+(a worker returns the record; it never writes into the sweep's folder, which a cluster node may
+not share), and seals it in ``manifest.json`` with a digest of its whole content: every reader
+refuses a record the manifest does not seal (an edited value, a record copied in), naming the
+file. The manifest catches an edit that forgets it; an edit of both a record and its manifest
+entry shows only in the committed history. ``key`` hashes what produces the run's measurements:
+the chapter's stable name, full parameters, the chapter's measurement fingerprint (not its
+claims, which readers apply afresh) and its notebook hash (:func:`lengthgen.book.rerun.run_key`).
+Rerunning an interrupted sweep executes only the runs without a sealed record and loses nothing;
+after a change to the measurement code or the notebook a chapter runs, every affected run has a
+new key and runs again. ``results.csv`` aggregates the records
 of the spec's current runs only (one row per run and claim), and ``per_run.csv`` the verdicts of
 claims stated for every run (one row per run, claim, offset and seed); ``--prune`` deletes the
 others.
@@ -35,6 +41,7 @@ workers).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import multiprocessing
@@ -50,6 +57,7 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
+from .judging import rejudge
 from .parameters import ParameterError, parse_yaml
 from .records import load_record, plain, write_json_atomically
 from .rerun import checked_parameters, execute, run_key
@@ -99,16 +107,17 @@ def expand(spec: dict) -> list[Run]:
     return runs
 
 
-def execute_run(run: Run, folder: str) -> tuple[str, str]:
-    """Execute one run with one thread and store its record; returns ``(key, status)``.
+def execute_run(run: Run) -> tuple[str, str, dict | None]:
+    """Execute one run with one thread; returns ``(key, status, record)`` for the client to store.
 
-    Runs in a worker process (local pool or Dask worker, possibly one of several threads). The
-    run's own temporary folder reaches the chapter as an argument. A record is stored whenever
-    the chapter wrote one, also when its claims failed (status ``"claims failed"``). The
-    single-thread settings are the same for every run, so setting them here is safe under threads.
+    Runs in a worker process (local pool or Dask worker, possibly one of several threads, on a
+    machine that need not share the client's folders): the record travels back with the result
+    and only the client writes it (:func:`store`). The run's own temporary folder reaches the
+    chapter as an argument and is removed afterwards. A record comes back whenever the chapter
+    wrote one, also when its claims failed (status ``"claims failed"``). The single-thread
+    settings are the same for every run, so setting them here is safe under threads.
     """
     os.environ.update(SINGLE_THREAD_ENV)
-    out = Path(folder)
     with tempfile.TemporaryDirectory(prefix=f"sweep-{run.key}-") as tmp:
         status = "ok"
         try:
@@ -117,11 +126,72 @@ def execute_run(run: Run, folder: str) -> tuple[str, str]:
             record_file = Path(tmp) / f"{run.chapter}.json"
             status = "claims failed" if record_file.exists() else f"error: {getattr(err, 'ename', type(err).__name__)}"
         if not record_file.exists():
-            return run.key, status
+            return run.key, status, None
         record = load_record(record_file)
     record.update(key=run.key, overrides=plain(run.overrides), status=status)
-    write_json_atomically(run.record_path(out), record)
-    return run.key, status
+    return run.key, status, record
+
+
+# -- the manifest: what the sweep wrote, so that an edited, added or lost record is caught on every read ------------
+
+MANIFEST = "manifest.json"
+
+
+class RecordError(RuntimeError):
+    """A stored run record that is not what its sweep wrote (edited, foreign, unreadable)."""
+
+
+def record_digest(record: dict) -> str:
+    """SHA-256 of a run record's whole content as canonical JSON: any edited value, parameter or field changes it."""
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
+def read_manifest(folder: Path) -> dict[str, str]:
+    """The sweep's manifest: each stored run's key and the digest of the record the sweep wrote for it."""
+    path = Path(folder) / MANIFEST
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise RecordError(f"{path} is not valid JSON ({err})") from err
+
+
+def store(folder: Path, key: str, record: dict) -> Path:
+    """Write a run's record under the sweep's folder and seal it in the manifest (both atomically; the client only)."""
+    path = Path(folder) / "runs" / f"{key}.json"
+    write_json_atomically(path, record)
+    manifest = read_manifest(folder)
+    manifest[key] = record_digest(load_record(path))
+    write_json_atomically(Path(folder) / MANIFEST, dict(sorted(manifest.items())))
+    return path
+
+
+def sealed(folder: Path, key: str, manifest: dict[str, str] | None = None) -> bool:
+    """Whether the run ``key`` has a stored record that is the one the sweep wrote."""
+    path = Path(folder) / "runs" / f"{key}.json"
+    manifest = read_manifest(folder) if manifest is None else manifest
+    if key not in manifest or not path.exists():
+        return False
+    try:
+        return record_digest(load_record(path)) == manifest[key]
+    except json.JSONDecodeError:
+        return False
+
+
+def checked_record(path: Path, manifest: dict[str, str]) -> dict:
+    """A stored run record, refused (:class:`RecordError`, naming the file) unless the sweep's manifest seals it."""
+    try:
+        record = load_record(path)
+    except json.JSONDecodeError as err:
+        raise RecordError(f"{path} is not valid JSON ({err})") from err
+    if path.stem not in manifest:
+        raise RecordError(f"{path} is not in its sweep's {MANIFEST}: a record the sweep did not write (copied in, or "
+                          f"left by an interrupted run); delete it or rerun the sweep")
+    if record_digest(record) != manifest[path.stem] or record.get("key") != path.stem:
+        raise RecordError(f"{path} differs from the record its sweep wrote (its digest in {MANIFEST} does not match): "
+                          f"edited by hand? Restore it from git, or rerun the run")
+    return record
 
 
 def run_columns(record: dict) -> dict:
@@ -134,10 +204,13 @@ def run_columns(record: dict) -> dict:
 
 
 def stored_records(folder: Path, keys: set[str] | None) -> Iterable[dict]:
-    """The stored run records of a sweep folder whose key is in ``keys`` (default: all), in key order."""
+    """The stored run records of a sweep folder whose key is in ``keys`` (default: all), in key order, each checked
+    against the sweep's manifest (:func:`checked_record`) and judged against the current claims
+    (:func:`lengthgen.book.judging.rejudge`), never by its stored verdicts."""
+    manifest = read_manifest(folder)
     for path in sorted((folder / "runs").glob("*.json")):
         if keys is None or path.stem in keys:
-            yield load_record(path)
+            yield rejudge(checked_record(path, manifest))
 
 
 def ordered(table: pd.DataFrame, last: list[str], sort: list[str]) -> pd.DataFrame:
@@ -185,20 +258,20 @@ def write_results(folder: Path, keys: set[str] | None = None) -> Path:
     return folder / "results.csv"
 
 
-def _local(runs: list[Run], folder: Path, workers: int) -> Iterable[tuple[str, str]]:
+def _local(runs: list[Run], workers: int) -> Iterable[tuple[str, str, dict | None]]:
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        futures = [pool.submit(execute_run, run, str(folder)) for run in runs]
+        futures = [pool.submit(execute_run, run) for run in runs]
         for future in as_completed(futures):
             yield future.result()
 
 
-def _dask(runs: list[Run], folder: Path, scheduler: str) -> Iterable[tuple[str, str]]:
+def _dask(runs: list[Run], scheduler: str) -> Iterable[tuple[str, str, dict | None]]:
     from dask.distributed import Client
     from dask.distributed import as_completed as dask_completed
 
     with Client(scheduler) as client:
-        futures = client.map(execute_run, runs, folder=str(folder), pure=False)
+        futures = client.map(execute_run, runs, pure=False)
         for future in dask_completed(futures):
             yield future.result()
 
@@ -209,7 +282,43 @@ def prune(folder: Path, runs: list[Run]) -> list[Path]:
     stale = [path for path in sorted((folder / "runs").glob("*.json")) if path.stem not in current]
     for path in stale:
         path.unlink()
+    manifest = read_manifest(folder)
+    if set(manifest) - current:
+        write_json_atomically(folder / MANIFEST, {k: v for k, v in manifest.items() if k in current})
     return stale
+
+
+def rekey(spec_path: Path, verified_by: str) -> dict[str, str]:
+    """Carry every stored run over to the key its settings have under the current code, and seal it; returns
+    ``{old key: new key}``.
+
+    Only for a change of code that measures the same numbers, verified first on one machine by rerunning runs before
+    and after the change and comparing every value exactly (the README's maintainer section). Each moved record keeps
+    the key it had and what verified the move in ``rekeyed_from``; a record already under its current key is sealed as
+    it is. Records of settings the spec no longer lists are left alone (``--prune`` removes them).
+    """
+    if not verified_by.strip():
+        raise ParameterError("--rekey needs what verified the change (a commit), e.g. --rekey 1a2b3c4")
+    folder = sweep_folder(spec_path)
+    runs = {(run.chapter, json.dumps(plain(run.overrides), sort_keys=True)): run for run in expand(load_spec(spec_path))}
+    manifest = read_manifest(folder)
+    moved = {}
+    for path in sorted((folder / "runs").glob("*.json")):
+        record = load_record(path)
+        run = runs.get((record["chapter"], json.dumps(record["overrides"], sort_keys=True)))
+        if run is None or (run.key == path.stem and path.stem in manifest):
+            continue
+        if run.key != path.stem:
+            record["rekeyed_from"] = [*record.get("rekeyed_from", []), dict(key=path.stem, verified_by=verified_by)]
+            record["key"] = run.key
+            moved[path.stem] = run.key
+        store(folder, run.key, record)
+        if run.key != path.stem:
+            path.unlink()
+    manifest = read_manifest(folder)
+    write_json_atomically(folder / MANIFEST, {k: v for k, v in manifest.items() if (folder / "runs" / f"{k}.json").exists()})
+    write_results(folder, {run.key for run in runs.values()})
+    return moved
 
 
 def run_sweep(spec_path: Path, scheduler: str | None = None, workers: int | None = None, max_runs: int | None = None,
@@ -221,15 +330,18 @@ def run_sweep(spec_path: Path, scheduler: str | None = None, workers: int | None
     folder = sweep_folder(spec_path)
     spec = load_spec(spec_path)
     runs = expand(spec)
-    missing = [r for r in runs if not r.record_path(folder).exists()]
+    manifest = read_manifest(folder)
+    missing = [r for r in runs if not sealed(folder, r.key, manifest)]
     if max_runs is not None:
         missing = missing[:max_runs]
     (folder / "runs").mkdir(parents=True, exist_ok=True)
     done: dict[str, str] = {}
     if missing:
-        stream = (_dask(missing, folder, scheduler) if scheduler
-                  else _local(missing, folder, workers or int(spec.get("workers", 1))))
-        for key, status in tqdm(stream, total=len(missing), disable=not progress, desc=f"sweep {spec.get('name', '')}"):
+        stream = (_dask(missing, scheduler) if scheduler else _local(missing, workers or int(spec.get("workers", 1))))
+        for key, status, record in tqdm(stream, total=len(missing), disable=not progress,
+                                        desc=f"sweep {spec.get('name', '')}"):
+            if record is not None:
+                store(folder, key, record)
             done[key] = status
     write_results(folder, {run.key for run in runs})
     return done
@@ -243,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-runs", type=int, help="execute at most this many missing runs, then stop")
     parser.add_argument("--list", action="store_true", help="list the runs and whether each is done, execute nothing")
     parser.add_argument("--prune", action="store_true", help="delete stored runs that the spec no longer lists, then continue")
+    parser.add_argument("--rekey", metavar="COMMIT", help="carry stored runs over to their current keys, marked as "
+                        "verified by COMMIT (only after checking that the code change moved no number), then stop")
     args = parser.parse_args(argv)
     try:
         runs = expand(load_spec(args.spec))
@@ -250,12 +364,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     folder = sweep_folder(args.spec)
+    if args.rekey is not None:
+        try:
+            moved = rekey(args.spec, args.rekey)
+        except ParameterError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(f"re-keyed {len(moved)} run(s) of {folder}; every stored run of the spec is sealed in {MANIFEST}")
+        return 0
     if args.prune:
         for path in prune(folder, runs):
             print(f"pruned stale run {path.name}")
     if args.list:
         for run in runs:
-            state = "done" if run.record_path(folder).exists() else "missing"
+            state = "done" if sealed(folder, run.key) else "missing"
             print(f"{run.key}  {state:8} {run.chapter} {run.overrides}")
         return 0
     done = run_sweep(args.spec, args.scheduler, args.workers, args.max_runs, progress=True)

@@ -19,12 +19,13 @@ import pandas as pd
 
 from ..book import fingerprint
 from ..book.bookcache import toc_chapters
+from ..book.judging import rejudge
 from ..book.parameters import ChapterParameters, parameter
 from ..book.paths import RECORDS_DIR, REPO_ROOT, SWEEPS_DIR, notebook_path
 from ..book.records import COMPARISONS, checks_table, load_records
-from ..book.sweep import load_spec, stored_records
+from ..book.sweep import expand, load_spec, stored_records
+from ..claims import claims_of
 from . import parameters_of
-from .claims import Claim, claims_of
 from .connections import EXTRAPOLATION_ERROR
 from .sequential_complexity import GROWING_MINIMUM, HINT_GAP, REGISTERED_LBPE_SHARE, has_position_head
 from .transfer import CARRIER_LEVEL
@@ -42,20 +43,6 @@ class Parameters(ChapterParameters):
     chapter = SUMMARY
     always_execute = True
     records_folder: str = parameter("folder of results records to summarize ('' = data/records, the book build's)")
-
-
-CLAIMS = (
-    Claim("records_missing", "chapters in the table of contents without a record", "==", 0,
-          "Every chapter must have run in this build and written its record.", role="sanity"),
-    Claim("records_stale", "records made by other code, another notebook or other parameters", "==", 0,
-          "A record is current only if its build fingerprint, notebook hash and parameters match this build.",
-          role="sanity"),
-    Claim("records_foreign", "records of chapters not in the table of contents", "==", 0,
-          "A record the book does not list (a deleted chapter, a stray file) must not be shown as this build's.",
-          role="sanity"),
-    Claim("claims_failed", "asserted claim checks that fail", "==", 0,
-          "The book is green only if every asserted claim of every chapter holds."),
-)
 
 
 def folder_of(p: Parameters) -> Path:
@@ -114,7 +101,7 @@ def audit(folder: Path, root: Path = REPO_ROOT) -> Audit:
         if reasons:
             result.stale[chapter] = "; ".join(reasons)
         else:
-            result.records[chapter] = record
+            result.records[chapter] = rejudge(record)
     return result
 
 
@@ -151,24 +138,22 @@ def sweep_wall_times(sweeps_dir: Path = SWEEPS_DIR, root: Path = REPO_ROOT) -> p
     named by ``processor``; ``workers`` is how many runs the spec executes at once, so a sweep's
     elapsed time is about its summed wall time over ``workers``.
     """
-    rows, current = [], {}
+    rows = []
     for spec_path in sorted(sweeps_dir.glob("*/spec.yaml")):
         spec = load_spec(spec_path)
+        current = {run.key for run in expand(spec)}
         records = list(stored_records(spec_path.parent, None))
         for chapter in dict.fromkeys(r["chapter"] for r in records):
-            if chapter not in current:
-                current[chapter] = (fingerprint.code_fingerprint(chapter, root),
-                                    fingerprint.notebook_hash(notebook_path(chapter, root)))
             mine = [r for r in records if r["chapter"] == chapter]
             names = sorted({name for r in mine for name in r["overrides"]})
             varying = [n for n in names if len({repr(r["overrides"].get(n)) for r in mine}) > 1]
             for r in mine:
                 rows.append(dict(sweep=spec_path.parent.name, chapter=chapter, settings=run_settings(r["overrides"], varying),
-                                 key=r["key"], current=(r["code_fingerprint"], r["notebook_hash"]) == current[chapter],
+                                 key=r["key"], current=r["key"] in current, rekeyed_from=r.get("rekeyed_from", ""),
                                  wall_time_s=float(r.get("wall_time_s") or float("nan")),
                                  workers=int(spec.get("workers", 1)), processor=r.get("machine", {}).get("processor", "")))
-    return pd.DataFrame(rows, columns=["sweep", "chapter", "settings", "key", "current", "wall_time_s", "workers",
-                                       "processor"])
+    return pd.DataFrame(rows, columns=["sweep", "chapter", "settings", "key", "current", "rekeyed_from", "wall_time_s",
+                                       "workers", "processor"])
 
 
 def sweep_time_totals(runs: pd.DataFrame) -> pd.DataFrame:

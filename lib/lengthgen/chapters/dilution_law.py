@@ -42,7 +42,6 @@ from ..model.heads import HeadRunConfig, RopeHead
 from ..model.seeding import generator
 from ..model.tasks import task_batch
 from ..model.training import TrainedRun
-from .claims import Claim, reported
 from .common import GB, Execution, HeadTraining, head_run_configs, map_stacked
 from .equivariance import offset_profile
 from .planes import Planes, plane_sum, planes_of
@@ -84,41 +83,6 @@ class Parameters(HeadTraining, Execution):
     def memory_rule(self) -> str:
         return ("per worker: 32 bytes x longest length x dim, a 4M-token sampling chunk, the forward-pass batch and "
                 "16 bytes per Monte Carlo cell")
-
-
-def paths_tolerance(p: Parameters) -> float:
-    """Four binomial standard errors of the difference of two accuracies near 1/2, each over ``eval_batch`` sequences."""
-    return 4 * math.sqrt(2 * 0.25 / p.eval_batch)
-
-
-CLAIMS = (
-    Claim("half_length", "|log2(predicted / observed length at which last-query accuracy falls to 1/2)|, two-scale law",
-          "<=", 1, "The law must place the collapse within one doubling of length, from quantities measured at T only "
-          "(the grid of evaluated lengths doubles, so a factor 2 is the resolution of the observation). Without a "
-          "collapse inside the evaluated range the observation is only a bound, and the error is the least it can be.",
-          per_run=True),
-    Claim("mass_law", "largest |log10(law / exact target mass)| beyond T, two-scale law", "<=", 0.3,
-          "Within a factor 2 at every length beyond T. On log error, so that the law is judged where the mass is "
-          "small, not only where it is large.", per_run=True),
-    Claim("paths_agree", "largest |forward-pass - Toeplitz-row observed accuracy| where both are measured", "<=",
-          paths_tolerance, "The two observations sample different sequences: four binomial standard errors of a "
-          "difference near 1/2. A larger gap would mean the Toeplitz evaluation is not the head's computation.",
-          role="sanity", threshold_text="4 sqrt(0.5 / eval_batch)"),
-    Claim("mc_row_error", "largest |Monte Carlo from the exact row - observed| accuracy", "<=", 0.05,
-          "The mass-to-accuracy model itself, fed the exact row: three binomial standard errors near 1/2 plus its own "
-          "Monte Carlo error. It validates the machinery the law uses; it is no prediction (it reads the row).",
-          role="sanity"),
-    Claim("peak_memory_mb", "peak resident memory of any process (MB)", "<", 2048,
-          "An evaluation out to thousands of training lengths must fit a laptop: the Toeplitz evaluation never builds "
-          "an L x L matrix.", role="sanity"),
-    reported("dilution_half_length", "median |log2(predicted / observed half-accuracy length)| of the pure dilution "
-             "(Weyl) law"),
-    reported("dilution_fails_runs", "runs in which the pure dilution law would fail half_length (the wrong account the "
-             "check must reject)"),
-    reported("wrap_slope", "slope of log observed half-accuracy length against log(1/theta_min) across bases "
-             "(1: the collapse scales with the slowest plane's period)"),
-    reported("closed_form_max_error", "largest |closed-form Gaussian accuracy - observed| (non-saturated points)"),
-)
 
 
 OBSERVED_CHUNK_TOKENS = 1 << 22  # sampled tokens per chunk of the observed accuracy

@@ -14,7 +14,6 @@ from ..book.parameters import parameter
 from ..model.evaluation import doubling_lengths, length_sweep
 from ..model.heads import HeadRunConfig, PositionOnlyHead, RopeHead
 from ..model.training import TrainedRun
-from .claims import Claim, f32_toeplitz, reported
 from .common import GB, Execution, HeadTraining, LengthSweep, head_run_configs, map_stacked
 from .planes import planes_of, predicted_first_hijack
 
@@ -40,45 +39,6 @@ class Parameters(HeadTraining, LengthSweep, Execution):
     def memory_rule(self) -> str:
         return ("per worker: 64 bytes x longest length^2 for the full logit matrices, the evaluation batch, and "
                 "32 bytes x horizon x dim for the kernel out to the horizon")
-
-
-CLAIMS = (
-    Claim("toeplitz_f64", "float64 logit matrix is Toeplitz, trained and untrained heads (relative deviation)", "<=", 1e-12,
-          "A numerical check of the theorem, which holds for any rotary head: an order of magnitude above the rounding "
-          "estimate L eps_64 at the longest length.", role="proof"),
-    Claim("toeplitz_f32", "float32 logit matrix is Toeplitz, trained and untrained heads (relative deviation)", "<=",
-          f32_toeplitz, "The same rounding argument in single precision: cos and sin of angles up to L radians carry an "
-          "error of about L eps_32, and a factor 10 leaves room for the matrix product.", role="proof",
-          threshold_text="10 L eps_32"),
-    Claim("renormalized_f64", "renormalized long pattern equals the length-T pattern, trained and untrained heads", "<=",
-          1e-12, "The same 10^-12 as the float64 Toeplitz check: attention weights are at most 1, so rounding stays far "
-          "below it.", role="proof"),
-    Claim("peak_at_k", "distance of the learned kernel's in-range peak from the target offset k", "<=", 0,
-          "Exact: within the training range the learned kernel must peak at the target offset.", per_run=True),
-    Claim("worst_accuracy", "lowest accuracy of the run at any evaluated length", ">=", 0.95,
-          "The rule learned at length T must be reproduced at every longer length: a head whose rule depends on absolute "
-          "position (chapter 2) falls to chance 1/V there. Given the proof checks, a rotary head can fail it only through "
-          "dilution (chapter 4), which these lengths do not reach: 0.95 is a floor, not an equality.",
-          per_run=True),
-    Claim("hijack_prediction", "|log10(observed / predicted length at which a far offset first beats the target)|", "<=",
-          1, "The planes' amplitudes, measured at T, predict where the first offset beyond the training range out-scores "
-          "the target if the phases there were fresh uniform draws (an order-of-magnitude law: a factor 10 either way); "
-          "without a hijack inside the horizon the observed length is only known to exceed it, and the error is the "
-          "least it can be.", per_run=True,
-          revised="The first version scored a run whose predicted hijack lay beyond the 131k horizon as an infinite "
-                  "error even when its observed hijack lay inside the horizon, where both numbers are known: it compared "
-                  "the prediction with the horizon instead of with the observation. At the first measurement this made "
-                  "3 of 5 runs fail (k = 5: hijacks observed at 74k-98k tokens, predicted at 265k-394k); scored against "
-                  "the observation they pass, with errors 0.43-0.73. The factor-10 threshold is unchanged. All three "
-                  "errors have the same sign (the law is late), which the chapter reports as hijack_bias."),
-    reported("untrained_worst_accuracy", "lowest accuracy of an untrained head beyond T (the proof checks hold for it)"),
-    reported("margin_at_horizon_min", "smallest margin f(k) - max f beyond T over runs, at the horizon (nats)"),
-    reported("hijack_bias", "median signed log10(observed / predicted first hijack) over runs hijacked within the "
-             "horizon (negative: the random-phase law is late)"),
-    reported("hijack_constant_gain", "median |log10 error| of the random-phase law minus that of the best constant in "
-             "hindsight (the geometric mean of the observed hijacks), over runs hijacked within the horizon "
-             "(negative: the law knows more than the order of magnitude)"),
-)
 
 
 def as_dtype(head: PositionOnlyHead, dtype: torch.dtype) -> PositionOnlyHead:

@@ -12,6 +12,7 @@ interval. Proof and sanity checks, which hold whatever was learned, must never f
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +23,8 @@ from ..book.parameters import ChapterParameters, ParameterError, parameter
 from ..book.paths import SWEEPS_DIR
 from ..book.records import load_record
 from ..book.rerun import checked_parameters
-from ..book.sweep import Run, expand, load_spec
-from .claims import Claim, claims_of, reported
+from ..book.sweep import Run, expand, load_spec, per_run_table, results_table
+from ..claims import claims_of
 from .committed import SIGNIFICANCE, TOLERATED_FAILURE_RATE
 from .stats import binomial_interval, excess_failure_p_value
 
@@ -45,35 +46,6 @@ class Parameters(ChapterParameters):
             known = sorted(p.parent.name for p in SWEEPS_DIR.glob("*/spec.yaml"))
             raise ParameterError(f"parameter 'sweep_name' = {self.sweep_name!r} names no committed sweep "
                                  f"(a folder with spec.yaml, results.csv and per_run.csv): must be one of {known}")
-
-
-CLAIMS = (
-    Claim("missing_runs", "runs of the spec missing from the committed table (stale or never run)", "==", 0,
-          "The committed sweep must hold every run its spec lists, made by the current code and notebooks.",
-          role="sanity"),
-    Claim("error_runs", "runs that stopped with an error before their claim check", "==", 0,
-          "Every run of the sweep must reach its claim check.", role="sanity"),
-    Claim("seeds_reused", "sweep runs that share a seed with the chapter's own defaults", "==", 0,
-          "Held out means held out: no seed of the sweep was seen while the chapters and their thresholds were "
-          "written.", role="sanity"),
-    Claim("proof_failures", "proof checks that fail in any run of the sweep", "==", 0,
-          "They verify theorems and hold for any model, trained or not: one failure is a bug, not a finding.",
-          role="sanity",
-          revised="Was 'proof and sanity checks'. The first full held-out sweep had one sanity check failing: chapter "
-                  "2's in-range accuracy at T stayed below its floor for 2 of 10 seeds at offset 3, a training "
-                  "precondition that tripped, not a construction that broke. Sanity failures are now reported "
-                  "(sanity_failures) and listed, and the runs concerned are named on the summary page."),
-    reported("sanity_failures", "sanity checks failing in some run of the sweep (listed in the chapter)"),
-    reported("excess_failures", "claims of chapters 1-5 failing on more held-out runs than the tolerated rate allows",
-             reason=f"Every claim stated per run is tested on the held-out runs against a failure rate of "
-                    f"{TOLERATED_FAILURE_RATE:.0%} (an occasional optimization failure), with an exact one-sided "
-                    f"binomial test at level {SIGNIFICANCE}: a claim does not hold when its count of failing runs "
-                    f"would have probability below {SIGNIFICANCE} at that rate.",
-             revised="Registered as a check (== 0). The first full held-out sweep found chapter 2's pin_limit "
-                     "failing in 8 of 40 runs. A claim that does not reproduce on held-out seeds is a result: the "
-                     "summary page reports it against the paper claim it qualifies, instead of stopping the book."),
-    reported("evidence_runs_failed", "per-run evidence verdicts that fail across the sweep (listed in the chapter)"),
-)
 
 
 @dataclass
@@ -181,16 +153,36 @@ def thresholds(per_run: pd.DataFrame) -> pd.Series:
     return per_run.apply(lookup, axis=1) if len(per_run) else pd.Series(dtype=float)
 
 
+def records_agree(folder: Path, name: str, table: pd.DataFrame, index: list[str]) -> pd.DataFrame:
+    """``table`` (from the run records, judged now) as its CSV would read back; raises if the committed CSV ``name``
+    states another value for any of its rows (a CSV edited by hand, or not rewritten after its records changed)."""
+    table = pd.read_csv(io.StringIO(table.to_csv(index=False))) if len(table) else table
+    stored = pd.read_csv(folder / name)
+    stored = stored[stored.key.isin(set(table.key))] if len(table) else stored.iloc[:0]
+    mine = table.set_index(index).value if len(table) else pd.Series(dtype=float)
+    theirs = stored.set_index(index).value
+    joined = pd.concat([mine.rename("records"), theirs.rename("csv")], axis=1)
+    differs = joined[~((joined.records == joined.csv) | (joined.records.isna() & joined.csv.isna()))]
+    if len(differs):
+        raise RuntimeError(f"{folder / name} disagrees with the run records in {folder / 'runs'} at "
+                           f"{len(differs)} row(s), first {differs.index[0]}: records {differs.records.iloc[0]}, "
+                           f"CSV {differs.csv.iloc[0]}; rewrite it from the records with "
+                           f"`make sweep SPEC={folder.relative_to(SWEEPS_DIR.parents[1])}/spec.yaml`")
+    return table
+
+
 def load_sweep(name: str) -> Sweep:
-    """Read a committed sweep, keeping only the rows of runs its spec lists now."""
+    """Read a committed sweep's run records (judged against the current claims), keeping only the runs its spec lists
+    now; its CSVs must state the same values."""
     folder = SWEEPS_DIR / name
     spec = load_spec(folder / "spec.yaml")
     expected = expand(spec)
     grid = {chapter: sorted((entry or {}).get("grid", {}) or {}) for chapter, entry in spec["chapters"].items()}
     keys = {run.key for run in expected}
     tables = []
-    for table in (pd.read_csv(folder / "results.csv"), pd.read_csv(folder / "per_run.csv")):
-        table = table[table.key.isin(keys)].copy()
+    for table in (records_agree(folder, "results.csv", results_table(folder, keys), ["key", "name"]),
+                  records_agree(folder, "per_run.csv", per_run_table(folder, keys), ["key", "name", "offset", "seed"])):
+        table = table.copy()
         table["setting"] = [setting_of(o, grid, c) for o, c in zip(table.overrides, table.chapter, strict=True)]
         tables.append(table)
     results, per_run = tables

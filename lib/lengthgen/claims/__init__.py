@@ -1,10 +1,14 @@
 """The claims data: every claim check of the book, declared once, with its threshold and the reason for it.
 
-Each chapter's analysis module declares its claims as ``CLAIMS``, a tuple of :class:`Claim`,
-next to its ``Parameters`` (so a chapter's code fingerprint covers its own claims and no one
-else's). A chapter asserts a claim by name (``chapter.check("toeplitz_f64", value)``); the
-statement, the comparison and the threshold come from there and nowhere else, and the chapter
-glues the threshold into its prose. Each :class:`Claim` says
+Each chapter's claims are ``CLAIMS``, a tuple of :class:`Claim`, in the module of this package
+named like the chapter's analysis module (``lengthgen.claims.transfer`` for
+``lengthgen.chapters.transfer``). They are judgement, not measurement: no run's key covers them
+(:func:`lengthgen.book.fingerprint.measurement_fingerprint`), so editing a statement, a threshold or
+a reason never makes a committed sweep stale, and every reader of stored runs judges their values
+against the claims as they are now (:func:`lengthgen.book.judging.rejudge`). A chapter page, which
+shows its claims, is re-executed when they change. A chapter asserts a claim by name
+(``chapter.check("toeplitz_f64", value)``); the statement, the comparison and the threshold come
+from there and nowhere else, and the chapter glues the threshold into its prose. Each :class:`Claim` says
 
 * ``role``: ``evidence`` (a wrong account would fail it), ``proof`` (a numerical check of a
   theorem: it holds for any model, trained or not), ``sanity`` (it holds by construction, and
@@ -22,6 +26,7 @@ how they are computed).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -65,13 +70,22 @@ def f32_toeplitz(p: Any) -> float:
 
 
 
-def claims_of(chapter: str) -> dict[str, Claim]:
-    """The registered claims of a chapter (``CLAIMS`` in its analysis module), by name."""
-    from . import module_of
+def claims_module(chapter: str) -> str:
+    """The module holding a chapter's claims: ``"06_transfer"`` -> ``"lengthgen.claims.transfer"``."""
+    return f"{__name__}.{chapter.partition('_')[2]}"
 
-    claims = getattr(module_of(chapter), "CLAIMS", None)
+
+def claims_of(chapter: str) -> dict[str, Claim]:
+    """The registered claims of a chapter (``CLAIMS`` in its module of this package), by name."""
+    name = claims_module(chapter)
+    try:
+        claims = getattr(importlib.import_module(name), "CLAIMS", None)
+    except ModuleNotFoundError as err:
+        if err.name != name:
+            raise
+        claims = None
     if claims is None:
-        raise KeyError(f"chapter {chapter!r} registers no claims (CLAIMS in lengthgen.chapters.{chapter.partition('_')[2]})")
+        raise KeyError(f"chapter {chapter!r} registers no claims (CLAIMS in {name})")
     return {claim.name: claim for claim in claims}
 
 
@@ -79,6 +93,6 @@ def find(chapter: str, name: str) -> Claim:
     """One registered claim; an unregistered name is an error (a threshold must be registered before it is used)."""
     claims = claims_of(chapter)
     if name not in claims:
-        raise KeyError(f"claim {name!r} is not registered for chapter {chapter!r} (its module's CLAIMS); "
+        raise KeyError(f"claim {name!r} is not registered for chapter {chapter!r} (CLAIMS in {claims_module(chapter)}); "
                        f"registered: {sorted(claims)}")
     return claims[name]

@@ -1,0 +1,64 @@
+"""Judging stored measurements against the claims as they are now, never against a stored verdict.
+
+A run's key covers what it measured, not how it is judged (:mod:`lengthgen.book.fingerprint`), so a
+record made before a claim was edited is still current. Every reader of stored runs therefore
+passes each record through :func:`rejudge`: each check's statement, comparison, role, threshold
+(at the run's own parameters) and verdict are recomputed from its stored value and the current
+claims data; a per-run check's count of failing runs is recounted from its runs' stored values.
+A check whose claim is no longer registered keeps its value and is judged by nothing (role
+``unregistered``, verdict ``None``). A record that is judged again this way is equal to the stored
+one whenever the claims did not change (a test holds every committed record to that).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+from .records import COMPARISONS
+
+
+def holds(value: float, comparison: str, threshold: float) -> bool:
+    """Whether ``value <comparison> threshold`` holds; NaN never does."""
+    value = float(value)
+    return (not math.isnan(value)) and bool(COMPARISONS[comparison](value, float(threshold)))
+
+
+def rejudge(record: dict) -> dict:
+    """A copy of a stored record whose every verdict is recomputed from its values and the current claims."""
+    from ..chapters import parameters_of
+    from ..claims import claims_of
+
+    chapter = record["chapter"]
+    claims = claims_of(chapter)
+    judged = copy.deepcopy(record)
+    parameters: list[Any] = []  # built once, only if a threshold is a function of the parameters
+
+    def threshold(claim: Any) -> float:
+        if callable(claim.threshold) and not parameters:
+            parameters.append(parameters_of(chapter).from_values(record["parameters"]))
+        return claim.threshold_for(parameters[0] if parameters else None)
+
+    per_run = judged.get("details", {}).get("per_run", {})
+    for check in judged["checks"]:
+        claim = claims.get(check["name"])
+        if claim is None:
+            check.update(role="unregistered", passed=None)
+        elif not claim.comparison:
+            check.update(claim=claim.statement, comparison="", threshold=math.nan, passed=None, role="reported")
+        elif claim.per_run:
+            bar = threshold(claim)
+            runs = per_run.get(check["name"], [])
+            for run in runs:
+                run["passed"] = holds(run["value"], claim.comparison, bar)
+            failing = float(sum(not run["passed"] for run in runs))
+            check.update(claim=f"runs failing: {claim.statement}", value=failing, comparison="==", threshold=0.0,
+                         passed=failing == 0, role=claim.role)
+        else:
+            bar = threshold(claim)
+            check.update(claim=claim.statement, comparison=claim.comparison, threshold=bar,
+                         passed=holds(check["value"], claim.comparison, bar), role=claim.role)
+    if judged.get("status") in ("ok", "claims failed"):
+        judged["status"] = "claims failed" if any(c["passed"] is False for c in judged["checks"]) else "ok"
+    return judged

@@ -1,0 +1,43 @@
+"""The claims of ``lengthgen.chapters.connections``: each check's statement, comparison, threshold, role and reason.
+
+Outside every run's key (see :mod:`lengthgen.book.fingerprint`): editing a claim re-judges the stored
+measurements and never makes a committed sweep stale.
+"""
+
+from __future__ import annotations
+
+from ..chapters.connections import EXTRAPOLATION_ERROR, RANK_TOLERANCE
+from . import Claim, reported
+
+_PROTOTYPE = ("Written down after prototype runs on seeds 0-4 and 100-104 (2000 to 10000 clipped steps, inits 0.05 to "
+              "1.0), in which every retrieval run at init 0.1 and 0.3 learned the minimal state, and inits of 0.05 or "
+              "less did not leave the saddle at zero within the budget; the chapter's seeds start at 200, unused there.")
+
+
+CLAIMS = (
+    Claim("targets_minimal_order", "targets whose exact response's Hankel rank differs from the declared minimal "
+          "state", "==", 0, "Sanity check of the rank measurement on responses whose state dimension is known.",
+          role="sanity"),
+    Claim("rank_sees_extra_mode", "targets whose Hankel rank does not rise by one when a decaying mode with relative "
+          f"error {EXTRAPOLATION_ERROR} at the longest length is added", "==", 0,
+          f"Sanity check of the rank tolerance ({RANK_TOLERANCE} of the largest singular value): an extra state "
+          "large enough to matter at the extrapolation threshold must count.", role="sanity"),
+    Claim("small_init_minimal_state", "retrieval runs at the smallest init whose learned state dimension (Hankel rank) "
+          "is not the minimal one", "==", 0,
+          "Prediction (Cohen-Karlik et al. 2023): from a small init, gradient descent on an overparameterized linear "
+          "RNN learns the lowest-dimensional system that fits the training length. It can fail: untrained systems "
+          "have other ranks, and runs from the largest init end with more state. Only the retrieval target carries "
+          "evidence: random small systems already have rank about 2, the oscillator's minimal state. " + _PROTOTYPE),
+    Claim("small_init_extrapolates", "runs at the smallest init whose relative error at the longest length exceeds "
+          f"{EXTRAPOLATION_ERROR} (or is not finite)", "==", 0,
+          "Sanity check: both targets have memories much shorter than T, so any stable system that fits the training "
+          "length extrapolates; this guards the fit, the contrast is in the reported tail errors.", role="sanity"),
+    reported("large_init_excess_state", "fraction of runs at the largest init whose state dimension exceeds the "
+             "minimal one"),
+    reported("large_init_long_error", "largest error at the longest length among runs at the largest init"),
+    reported("tail_error_ratio", "median error on the lags training never sees (i >= T), largest init over smallest "
+             "init, retrieval target"),
+    reported("large_init_train_error", "largest training error among runs at the largest init (do they fit T?)"),
+    reported("large_init_unstable", "runs at the largest init whose learned A has spectral radius above 1"),
+    reported("small_init_extrapolation_max", "largest error at the longest length among runs at the smallest init"),
+)

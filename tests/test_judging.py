@@ -1,0 +1,208 @@
+"""Measurement apart from judgement: run keys that ignore the claims, verdicts recomputed from stored values, sealed
+records that cannot be edited or lost without the book saying so, and runs carried over to new keys."""
+
+import dataclasses
+import importlib
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import lengthgen.claims.carrier as carrier_claims
+from lengthgen.book import fingerprint
+from lengthgen.book.judging import rejudge
+from lengthgen.book.paths import REPO_ROOT, SWEEPS_DIR
+from lengthgen.book.records import load_record
+from lengthgen.book.rerun import checked_parameters, run_key
+from lengthgen.book.sweep import (
+    MANIFEST,
+    RecordError,
+    expand,
+    load_spec,
+    read_manifest,
+    rekey,
+    results_table,
+    sealed,
+    stored_records,
+)
+from lengthgen.chapters import robustness
+from lengthgen.claims import claims_module
+
+SWEEPS = sorted(p.parent.name for p in SWEEPS_DIR.glob("*/spec.yaml"))
+
+
+def copy_repository(tmp_path: Path) -> Path:
+    """What the fingerprints read (library, notebooks, pins, committed sweeps) in a folder of its own."""
+    root = tmp_path / "repo"
+    for name in ("lib", "book", "data/sweeps"):
+        shutil.copytree(REPO_ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+    for name in fingerprint.PINS:
+        shutil.copy(REPO_ROOT / name, root / name)
+    return root
+
+
+def copy_sweep(tmp_path: Path, name: str) -> Path:
+    shutil.copytree(SWEEPS_DIR / name, tmp_path / name)
+    return tmp_path / name
+
+
+@pytest.mark.parametrize("sweep", SWEEPS)
+def test_every_committed_run_is_sealed_current_and_judged_again_equals_itself(sweep):
+    """Every run the spec lists has a record under its current key that the manifest seals, and judging its values
+    against the current claims gives back exactly the stored verdicts (nothing was edited since)."""
+    folder = SWEEPS_DIR / sweep
+    manifest = read_manifest(folder)
+    runs = expand(load_spec(folder / "spec.yaml"))
+    assert all(sealed(folder, run.key, manifest) for run in runs), f"{sweep}: a run is missing, stale or unsealed"
+    assert set(manifest) == {p.stem for p in (folder / "runs").glob("*.json")}
+    for path in sorted((folder / "runs").glob("*.json")):
+        record = load_record(path)
+        assert json.dumps(rejudge(record), sort_keys=True) == json.dumps(record, sort_keys=True), path.name
+
+
+def test_editing_a_claim_leaves_run_keys_and_re_executes_only_the_page(tmp_path):
+    """A claim's reason and threshold are judgement: no run key moves; the page (which shows them) re-executes."""
+    root = copy_repository(tmp_path)
+    chapters = ("03_carrier", "06_transfer")  # carrier's claims module is read by both pages' code
+    before = {c: (fingerprint.measurement_fingerprint(c, root), fingerprint.code_fingerprint(c, root)) for c in chapters}
+    claims = root / "lib/lengthgen/claims/carrier.py"
+    text = claims.read_text()
+    edited = text.replace('"<=", 0,', '"<=", 1,', 1).replace("The ", "Rewritten: the ", 1)
+    assert edited != text
+    claims.write_text(edited)
+    after = {c: (fingerprint.measurement_fingerprint(c, root), fingerprint.code_fingerprint(c, root)) for c in chapters}
+    assert after["03_carrier"][0] == before["03_carrier"][0] and after["06_transfer"][0] == before["06_transfer"][0]
+    assert after["03_carrier"][1] != before["03_carrier"][1], "the carrier page shows its claims: it must re-execute"
+
+
+def test_editing_a_module_a_sweeps_runs_import_makes_them_stale(tmp_path):
+    """The transformer is measurement code of chapter 6 (its key moves) and not of chapter 1 (its key stays)."""
+    root = copy_repository(tmp_path)
+    before = {c: fingerprint.measurement_fingerprint(c, root) for c in ("01_equivariance", "06_transfer")}
+    module = root / "lib/lengthgen/model/transformer.py"
+    module.write_text(module.read_text() + "\nEDITED = 1\n")
+    assert fingerprint.measurement_fingerprint("06_transfer", root) != before["06_transfer"]
+    assert fingerprint.measurement_fingerprint("01_equivariance", root) == before["01_equivariance"]
+    book = root / "lib/lengthgen/book/plotting.py"  # book machinery draws, it does not measure
+    book.write_text(book.read_text() + "\nEDITED = 1\n")
+    assert fingerprint.measurement_fingerprint("06_transfer", root) != before["06_transfer"]
+    assert fingerprint.measurement_fingerprint("01_equivariance", root) == before["01_equivariance"]
+
+
+def test_run_keys_name_the_chapter_not_its_file_number(monkeypatch):
+    p = checked_parameters("03_carrier", {})
+    assert fingerprint.stable_name("03_carrier") == "carrier" and fingerprint.stable_name("odd") == "odd"
+    key = run_key("03_carrier", p)
+    monkeypatch.setattr(fingerprint, "stable_name", lambda chapter: "renamed")
+    assert run_key("03_carrier", p) != key  # the stable name is what the key holds
+
+
+def test_a_changed_threshold_re_judges_every_stored_run_without_staling_it(monkeypatch):
+    folder = SWEEPS_DIR / "single_head"
+    keys = {run.key for run in expand(load_spec(folder / "spec.yaml"))}
+    table = results_table(folder)
+    row = table[(table.chapter == "03_carrier") & table.passed.map(lambda v: v is True)
+                & (table.comparison == "<=")].iloc[0]
+    claim = next(c for c in carrier_claims.CLAIMS if c.name == row["name"])
+    strict = dataclasses.replace(claim, threshold=float(row.value) - 1.0 - abs(float(row.value)))
+    monkeypatch.setattr(carrier_claims, "CLAIMS", tuple(strict if c is claim else c for c in carrier_claims.CLAIMS))
+    assert {run.key for run in expand(load_spec(folder / "spec.yaml"))} == keys, "a threshold moved a run key"
+    again = results_table(folder)
+    judged = again[(again.key == row.key) & (again.name == row["name"])].iloc[0]
+    assert judged.passed is not None and not judged.passed
+    assert judged.threshold == strict.threshold and judged.value == row.value
+    record = next(r for r in stored_records(folder, {row.key}))
+    assert record["status"] == "claims failed"
+
+
+def test_a_per_run_claim_is_recounted_from_its_runs_values(monkeypatch):
+    folder = SWEEPS_DIR / "single_head"
+    record = next(r for r in stored_records(folder, None) if r["details"].get("per_run"))
+    name, runs = next(iter(record["details"]["per_run"].items()))
+    chapter_claims = importlib.import_module(claims_module(record["chapter"]))
+    claim = next(c for c in chapter_claims.CLAIMS if c.name == name)
+    flipped = {"<=": ">", "<": ">=", ">=": "<", ">": "<="}[claim.comparison]
+    monkeypatch.setattr(chapter_claims, "CLAIMS", tuple(dataclasses.replace(c, comparison=flipped) if c is claim else c
+                                                         for c in chapter_claims.CLAIMS))
+    judged = rejudge(record)
+    check = next(c for c in judged["checks"] if c["name"] == name)
+    assert check["value"] == sum(1 for run in judged["details"]["per_run"][name] if not run["passed"])
+    if all(run["value"] == run["value"] for run in runs):  # without NaN, the flipped comparison fails the others
+        assert check["value"] == len(runs) - next(c for c in record["checks"] if c["name"] == name)["value"]
+
+
+def test_a_claim_no_longer_registered_judges_nothing(monkeypatch):
+    record = next(stored_records(SWEEPS_DIR / "single_head", None))
+    name = next(c["name"] for c in record["checks"] if c["passed"] is not None)
+    module = importlib.import_module(claims_module(record["chapter"]))
+    monkeypatch.setattr(module, "CLAIMS", tuple(c for c in module.CLAIMS if c.name != name))
+    check = next(c for c in rejudge(record)["checks"] if c["name"] == name)
+    assert check["role"] == "unregistered" and check["passed"] is None
+
+
+def test_a_hand_edited_record_is_refused_by_every_reader(tmp_path):
+    folder = copy_sweep(tmp_path, "single_head")
+    path = sorted((folder / "runs").glob("*.json"))[0]
+    record = json.loads(path.read_text())
+    record["checks"][0]["value"] += 0.5
+    path.write_text(json.dumps(record, indent=1, sort_keys=True))
+    with pytest.raises(RecordError, match=path.name):
+        results_table(folder)
+    assert not sealed(folder, path.stem)  # a resumed sweep runs it again rather than trust it
+
+
+def test_a_record_copied_into_a_sweep_is_refused(tmp_path):
+    folder = copy_sweep(tmp_path, "single_head")
+    path = sorted((folder / "runs").glob("*.json"))[0]
+    shutil.copy(path, folder / "runs" / "0000000000000000.json")
+    with pytest.raises(RecordError, match="0000000000000000.json"):
+        list(stored_records(folder, None))
+
+
+def test_a_deleted_run_re_executes_the_page_that_reads_it_and_is_counted_missing(tmp_path):
+    root = copy_repository(tmp_path)
+    before = fingerprint.code_fingerprint("06_transfer", root)
+    run = sorted((root / "data/sweeps/transfer/runs").glob("*.json"))[0]
+    run.unlink()
+    assert fingerprint.code_fingerprint("06_transfer", root) != before
+    assert fingerprint.measurement_fingerprint("06_transfer", root) == fingerprint.measurement_fingerprint("06_transfer")
+
+
+def test_chapter_7_judges_the_records_not_the_csv(tmp_path, monkeypatch):
+    """Verdicts come from the records: a CSV whose every verdict reads 'passed' changes nothing; a CSV whose value
+    differs from its record stops the chapter with a message naming the row."""
+    copy_sweep(tmp_path, "single_head")
+    monkeypatch.setattr(robustness, "SWEEPS_DIR", tmp_path)
+    honest = robustness.load_sweep("single_head")
+    csv = tmp_path / "single_head" / "results.csv"
+    table = pd.read_csv(csv)
+    table["passed"] = table.passed.map(lambda v: v if v != v else True)
+    table.to_csv(csv, index=False)
+    forged = robustness.load_sweep("single_head")
+    assert (forged.asserted.passed == honest.asserted.passed).all() and not honest.asserted.passed.all()
+    table.loc[0, "value"] = table.loc[0, "value"] + 1
+    table.to_csv(csv, index=False)
+    with pytest.raises(RuntimeError, match="disagrees with the run records"):
+        robustness.load_sweep("single_head")
+
+
+def test_rekey_carries_runs_to_their_new_keys_marked_and_sealed(tmp_path, monkeypatch):
+    folder = copy_sweep(tmp_path, "zoo")
+    old = {p.stem: json.loads(p.read_text()) for p in (folder / "runs").glob("*.json")}
+    old_table = pd.read_csv(folder / "results.csv")
+    monkeypatch.setattr(fingerprint, "measurement_fingerprint", lambda chapter, root=None: "moved code")
+    moved = rekey(folder / "spec.yaml", "abc1234")
+    assert set(moved) == set(old) and not set(moved.values()) & set(old)
+    for before, after in moved.items():
+        record = json.loads((folder / "runs" / f"{after}.json").read_text())
+        assert record["rekeyed_from"] == [*old[before].get("rekeyed_from", []), dict(key=before, verified_by="abc1234")]
+        assert record["key"] == after and record["checks"] == old[before]["checks"]
+    assert set(read_manifest(folder)) == set(moved.values())
+    def canonical(table: pd.DataFrame) -> pd.DataFrame:
+        return table.drop(columns="key").sort_values(["overrides", "name"]).reset_index(drop=True)
+
+    assert canonical(pd.read_csv(folder / "results.csv")).equals(canonical(old_table))
+    assert rekey(folder / "spec.yaml", "abc1234") == {}  # once: a second pass moves nothing
+    assert (folder / MANIFEST).exists()
