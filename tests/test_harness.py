@@ -11,6 +11,7 @@ from lengthgen.book.fingerprint import code_cells, code_fingerprint, import_clos
 from lengthgen.book.paths import BOOK_DIR, REPO_ROOT
 from lengthgen.book.records import ChapterRecord
 from lengthgen.book.rerun import checked_parameters, run_key
+from lengthgen.book.sweep import store
 from lengthgen.chapters import claims_summary, parameters_of
 from lengthgen.chapters.claims_summary import SUMMARY, audit, current_defaults, revisions
 from lengthgen.claims import ROLES, claims_of, find
@@ -113,7 +114,8 @@ def test_audit_accepts_current_records_and_names_every_other_kind(tmp_path):
     write_record(tmp_path, chapters[1], parameters={**current_defaults(chapters[1]), "seeds": 1})  # a manual rerun
     (tmp_path / "05_deleted_chapter.json").write_text(json.dumps(dict(chapter="05_deleted_chapter", checks=[])))
     bad = ChapterRecord(chapters[3], current_defaults(chapters[3]))
-    bad.check("y", "a failing claim", 0.0, ">", 1.0)
+    failing = next(c for c in claims_of(chapters[3]).values() if c.comparison and not c.per_run)
+    bad.check(failing.name, failing.statement, float("nan"), failing.comparison, 0.0)  # NaN holds for no threshold
     bad.code_fingerprint, bad.notebook_hash = code_fingerprint(chapters[3]), notebook_hash(BOOK_DIR / f"{chapters[3]}.ipynb")
     bad.save(tmp_path / f"{chapters[3]}.json")
     result = audit(tmp_path)
@@ -121,7 +123,7 @@ def test_audit_accepts_current_records_and_names_every_other_kind(tmp_path):
     assert set(result.stale) == {chapters[0], chapters[1]}
     assert "other code" in result.stale[chapters[0]] and "other parameters" in result.stale[chapters[1]]
     assert result.foreign == ["05_deleted_chapter"]
-    assert list(result.failed.name) == ["y"]
+    assert list(result.failed.name) == [failing.name]  # judged against the registered claim, not the stored flag
 
 
 def test_code_fingerprint_ignores_docstrings_and_comments_not_code(tmp_path):
@@ -206,8 +208,8 @@ def test_sweep_wall_times_mark_stale_runs_and_sum_per_sweep(tmp_path):
     for key, offset, wall in ((current, 3, 60.0), ("b", 5, 180.0)):  # "b": a key made by other code
         record = dict(key=key, chapter="03_carrier", overrides=dict(overrides, offsets=[offset]), wall_time_s=wall,
                       machine=dict(processor="cpu"), checks=[], parameters={}, status="ok")
-        (folder / "runs" / f"{key}.json").write_text(json.dumps(record))
-    runs = claims_summary.sweep_wall_times(tmp_path)
+        store(folder, key, record)  # as a sweep writes it: sealed in the manifest
+    runs = claims_summary.sweep_wall_times(tmp_path).sort_values("settings")
     assert list(runs.settings) == ["offsets=3", "offsets=5"]
     assert list(runs.current) == [True, False]
     totals = claims_summary.sweep_time_totals(runs).iloc[0]

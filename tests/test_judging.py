@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import lengthgen.claims.carrier as carrier_claims
 from lengthgen.book import fingerprint
 from lengthgen.book.judging import rejudge
+from lengthgen.book.parameters import ParameterError
 from lengthgen.book.paths import REPO_ROOT, SWEEPS_DIR
 from lengthgen.book.records import load_record
 from lengthgen.book.rerun import checked_parameters, run_key
@@ -77,6 +77,21 @@ def test_editing_a_claim_leaves_run_keys_and_re_executes_only_the_page(tmp_path)
     assert after["03_carrier"][1] != before["03_carrier"][1], "the carrier page shows its claims: it must re-execute"
 
 
+def test_claims_the_measurement_code_imports_are_still_outside_its_key(tmp_path):
+    """Chapter 12's measurement names its held-out checks from its claims module (imported inside a function, so it is
+    in the import closure): editing that module moves no key of chapter 12, and re-executes its page."""
+    root = copy_repository(tmp_path)
+    measured, page = (fingerprint.measurement_fingerprint("12_sequential_complexity", root),
+                      fingerprint.code_fingerprint("12_sequential_complexity", root))
+    claims = root / "lib/lengthgen/claims/sequential_complexity.py"
+    claims.write_text(claims.read_text().replace('"<=", ', '"<", ', 1))
+    assert fingerprint.measurement_fingerprint("12_sequential_complexity", root) == measured
+    assert fingerprint.code_fingerprint("12_sequential_complexity", root) != page
+    everything = fingerprint.import_closure(fingerprint.code_cells(root / "book/12_sequential_complexity.ipynb"),
+                                            root / "lib")
+    assert claims in everything, "the test needs a claims module the measurement code imports"
+
+
 def test_editing_a_module_a_sweeps_runs_import_makes_them_stale(tmp_path):
     """The transformer is measurement code of chapter 6 (its key moves) and not of chapter 1 (its key stays)."""
     root = copy_repository(tmp_path)
@@ -103,11 +118,11 @@ def test_a_changed_threshold_re_judges_every_stored_run_without_staling_it(monke
     folder = SWEEPS_DIR / "single_head"
     keys = {run.key for run in expand(load_spec(folder / "spec.yaml"))}
     table = results_table(folder)
-    row = table[(table.chapter == "03_carrier") & table.passed.map(lambda v: v is True)
-                & (table.comparison == "<=")].iloc[0]
-    claim = next(c for c in carrier_claims.CLAIMS if c.name == row["name"])
+    row = table[table.passed.map(lambda v: v is True) & table.comparison.isin(["<=", "<"])].iloc[0]
+    module = importlib.import_module(claims_module(row.chapter))
+    claim = next(c for c in module.CLAIMS if c.name == row["name"])
     strict = dataclasses.replace(claim, threshold=float(row.value) - 1.0 - abs(float(row.value)))
-    monkeypatch.setattr(carrier_claims, "CLAIMS", tuple(strict if c is claim else c for c in carrier_claims.CLAIMS))
+    monkeypatch.setattr(module, "CLAIMS", tuple(strict if c is claim else c for c in module.CLAIMS))
     assert {run.key for run in expand(load_spec(folder / "spec.yaml"))} == keys, "a threshold moved a run key"
     again = results_table(folder)
     judged = again[(again.key == row.key) & (again.name == row["name"])].iloc[0]
@@ -206,3 +221,71 @@ def test_rekey_carries_runs_to_their_new_keys_marked_and_sealed(tmp_path, monkey
     assert canonical(pd.read_csv(folder / "results.csv")).equals(canonical(old_table))
     assert rekey(folder / "spec.yaml", "abc1234") == {}  # once: a second pass moves nothing
     assert (folder / MANIFEST).exists()
+
+
+def test_a_missing_run_stops_its_reader_naming_the_run_and_its_settings(tmp_path):
+    folder = copy_sweep(tmp_path, "transfer")
+    keys = {run.key for run in expand(load_spec(folder / "spec.yaml"))}
+    gone = sorted((folder / "runs").glob("*.json"))[0]
+    gone.unlink()
+    with pytest.raises(RecordError, match=gone.stem) as err:
+        results_table(folder, keys)
+    assert "06_transfer" in str(err.value) and "offsets" in str(err.value) and "make sweep" in str(err.value)
+
+
+def test_an_unsealed_file_stops_every_reader_even_one_that_does_not_read_it(tmp_path):
+    folder = copy_sweep(tmp_path, "transfer")
+    keys = {run.key for run in expand(load_spec(folder / "spec.yaml"))}
+    (folder / "runs" / "ffffffffffffffff.json").write_text(json.dumps(dict(key="ffffffffffffffff", checks=[])))
+    with pytest.raises(RecordError, match="ffffffffffffffff.json"):
+        results_table(folder, keys)
+
+
+def test_a_foreign_chapter_record_is_reported_not_deleted(tmp_path, monkeypatch):
+    from lengthgen.book import bookcache
+
+    records = tmp_path / "records"
+    records.mkdir()
+    (records / "05_deleted_chapter.json").write_text("{}")
+    monkeypatch.setattr(bookcache, "RECORDS_DIR", records)
+    monkeypatch.setattr(bookcache, "forget", lambda notebook, build: None)
+    done = bookcache.refresh(REPO_ROOT, build=tmp_path / "build")
+    assert done["foreign"] == ["05_deleted_chapter"] and (records / "05_deleted_chapter.json").exists()
+
+
+def test_a_claim_registered_after_a_run_fails_as_not_measured(monkeypatch):
+    record = next(stored_records(SWEEPS_DIR / "transfer", None))
+    module = importlib.import_module(claims_module(record["chapter"]))
+    template = next(c for c in module.CLAIMS if c.comparison and not c.per_run)
+    added = dataclasses.replace(template, name="registered_later")
+    monkeypatch.setattr(module, "CLAIMS", (*module.CLAIMS, added))
+    check = next(c for c in rejudge(record)["checks"] if c["name"] == "registered_later")
+    assert check["passed"] is False and "not measured" in check["claim"]
+    per_run = dataclasses.replace(template, per_run=True)  # now stated per run: the stored single value cannot judge it
+    monkeypatch.setattr(module, "CLAIMS", tuple(per_run if c is template else c for c in module.CLAIMS))
+    check = next(c for c in rejudge(record)["checks"] if c["name"] == template.name)
+    assert check["passed"] is False and "not measured" in check["claim"]
+
+
+def test_rekey_refuses_an_edited_record_and_two_records_of_one_run(tmp_path):
+    folder = copy_sweep(tmp_path, "transfer")
+    path = sorted((folder / "runs").glob("*.json"))[0]
+    record = json.loads(path.read_text())
+    record["checks"][0]["value"] += 1
+    path.write_text(json.dumps(record, indent=1, sort_keys=True))
+    with pytest.raises(RecordError, match=path.name):
+        rekey(folder / "spec.yaml", "abc1234")
+    folder = copy_sweep(tmp_path / "again", "transfer")
+    (folder / MANIFEST).unlink()  # a sweep from before manifests, holding an old and a new record of one run
+    path = sorted((folder / "runs").glob("*.json"))[0]
+    shutil.copy(path, folder / "runs" / "0123456789abcdef.json")
+    with pytest.raises(ParameterError, match="records of the same settings"):
+        rekey(folder / "spec.yaml", "abc1234")
+
+
+def test_a_page_re_executes_when_a_sweep_its_module_names_changes(tmp_path):
+    """Chapter 6 quotes chapter 11's committed copy and reversal runs (FULL_SEQUENCE_SWEEP)."""
+    root = copy_repository(tmp_path)
+    before = fingerprint.code_fingerprint("06_transfer", root)
+    sorted((root / "data/sweeps/zoo_networks/runs").glob("*.json"))[0].unlink()
+    assert fingerprint.code_fingerprint("06_transfer", root) != before

@@ -7,7 +7,8 @@ stored at the previous build, drops the cached execution of every chapter whose 
 changed and touches its notebook so Sphinx reads it again. A change of how chapters are executed
 (the ``execute`` section of ``_config.yml``) wipes the whole cache; Sphinx itself re-reads every
 page after any other configuration change. Records in ``data/records/`` of chapters the table of
-contents no longer lists are removed. Chapters whose ``Parameters.always_execute`` is set (the
+contents no longer lists are reported (the claims summary then fails, naming them), never deleted.
+Chapters whose ``Parameters.always_execute`` is set (the
 claims summary, which reads the other chapters' records) are dropped on every build. A warm
 build with nothing changed therefore executes only those pages and takes seconds.
 
@@ -103,11 +104,8 @@ def refresh(root: Path = REPO_ROOT, build: Path | None = None) -> dict[str, list
         done["stale"] = [name for name in chapters if previous["chapters"].get(name) != current["chapters"][name]]
         done["failed"] = [p.stem for p in unexecuted(root, build) if p.stem not in done["stale"]]
     done["always"] = [name for name in chapters if fingerprint.declaration(name).always_execute]
-    if root == REPO_ROOT:
-        for record in sorted(RECORDS_DIR.glob("*.json")):
-            if record.stem not in chapters:
-                record.unlink()
-                done.setdefault("removed", []).append(record.stem)
+    if root == REPO_ROOT:  # reported, never deleted: the claims summary fails on them, naming each
+        done["foreign"] = [record.stem for record in sorted(RECORDS_DIR.glob("*.json")) if record.stem not in chapters]
     for name in done["stale"] + done["failed"] + done["always"]:
         forget(root / "book" / f"{name}.ipynb", build)
     build.mkdir(parents=True, exist_ok=True)
@@ -150,8 +148,9 @@ def main(argv: list[str] | None = None, root: Path = REPO_ROOT) -> int:
         return code
     if command == "refresh":
         done = refresh(root)
-        for name in done.get("removed", []):
-            print(f"book cache: removed the record of {name} (not in the table of contents)")
+        for name in done.get("foreign", []):
+            print(f"book cache: data/records/{name}.json is the record of no chapter in the table of contents; the "
+                  "claims summary will fail until it is deleted")
         if done["wiped"]:
             print("book cache: wiped (first build, or how chapters are executed changed)")
         else:

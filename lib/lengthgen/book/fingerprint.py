@@ -34,6 +34,7 @@ from .paths import REPO_ROOT, notebook_path
 PINS = ("requirements.txt", "pyproject.toml")
 BUILD_INPUTS = ("lib/**/*.py", *PINS, "_config.yml", "Makefile", "data/sweeps/**/*")
 NOT_MEASUREMENT = ("lengthgen.book", "lengthgen.claims")  # run, render and judge a measurement; outside run keys
+MEASURING_MACHINERY = ("lengthgen.book.parallel",)  # ...except what sets how runs compute (processes, torch threads)
 INJECTED_TAG = "injected-parameters"  # papermill's cell of overrides: a run's parameters, not its code
 
 
@@ -117,6 +118,8 @@ def _imported(tree: ast.AST, package: str) -> set[str]:
 
 
 def _excluded(name: str, exclude: tuple[str, ...]) -> bool:
+    if exclude and name in MEASURING_MACHINERY:
+        return False
     return any(name == package or name.startswith(f"{package}.") for package in exclude)
 
 
@@ -198,13 +201,28 @@ def judged_chapters(chapter: str, root: Path = REPO_ROOT) -> list[str]:
 
 
 def read_sweep_files(chapter: str, root: Path = REPO_ROOT) -> list[Path]:
-    """The files of the committed sweep a chapter's page reads (its default ``committed_sweep``), if any: a missing,
-    extra or edited run re-executes the page, which then judges (or refuses) what it finds."""
+    """The files of the committed sweeps a chapter's page reads (its default ``committed_sweep`` and those its module
+    names, :func:`swept_constants`): a missing, extra or edited run re-executes the page, which then judges (or
+    refuses) what it finds."""
     from .rerun import default_parameters
 
     notebook = notebook_path(chapter, root)
     try:
-        name = default_parameters(notebook).get("committed_sweep", "") if notebook.exists() else ""
+        names = [default_parameters(notebook).get("committed_sweep", "") if notebook.exists() else ""]
+    except ValueError:
+        names = []
+    names += swept_constants(chapter)
+    return _files(root, tuple(f"data/sweeps/{name}/**/*" for name in dict.fromkeys(names) if isinstance(name, str) and name))
+
+
+def swept_constants(chapter: str) -> list[str]:
+    """The committed sweeps a chapter's analysis module names in a constant ending in ``_SWEEP`` (the convention for a
+    sweep a page reads besides its own ``committed_sweep``, e.g. chapter 6 reading chapter 11's)."""
+    from ..chapters import module_of
+
+    try:
+        module = module_of(chapter)
     except ValueError:
         return []
-    return _files(root, (f"data/sweeps/{name}/**/*",)) if isinstance(name, str) and name else []
+    return [value for name, value in vars(module).items()
+            if name.endswith("_SWEEP") and isinstance(value, str) and value]

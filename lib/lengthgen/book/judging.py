@@ -6,8 +6,10 @@ passes each record through :func:`rejudge`: each check's statement, comparison, 
 (at the run's own parameters) and verdict are recomputed from its stored value and the current
 claims data; a per-run check's count of failing runs is recounted from its runs' stored values.
 A check whose claim is no longer registered keeps its value and is judged by nothing (role
-``unregistered``, verdict ``None``). A record that is judged again this way is equal to the stored
-one whenever the claims did not change (a test holds every committed record to that).
+``unregistered``, verdict ``None``); a registered check the run never measured (registered later, or
+now per run where it was one value, or the reverse) fails as *not measured*, never passes. A record
+that is judged again this way is equal to the stored one whenever the claims did not change (a test
+holds every committed record to that).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import math
 from typing import Any
 
 from .records import COMPARISONS
+
+NOT_MEASURED = "not measured in this run"  # a registered check a stored run cannot be judged on: it fails
 
 
 def holds(value: float, comparison: str, threshold: float) -> bool:
@@ -41,15 +45,25 @@ def rejudge(record: dict) -> dict:
         return claim.threshold_for(parameters[0] if parameters else None)
 
     per_run = judged.get("details", {}).get("per_run", {})
+    stored = {check["name"] for check in judged["checks"]}
+    for claim in claims.values():  # registered after this run was made: it was never measured, so it fails
+        if claim.comparison and claim.name not in stored:
+            judged["checks"].append(dict(name=claim.name, claim=f"{NOT_MEASURED}: {claim.statement}", value=math.nan,
+                                         comparison=claim.comparison, threshold=math.nan, passed=False, role=claim.role))
     for check in judged["checks"]:
         claim = claims.get(check["name"])
         if claim is None:
             check.update(role="unregistered", passed=None)
         elif not claim.comparison:
             check.update(claim=claim.statement, comparison="", threshold=math.nan, passed=None, role="reported")
+        elif check["claim"].startswith(NOT_MEASURED):
+            continue
+        elif claim.per_run != (check["name"] in per_run):  # measured as the other kind: nothing to judge it by
+            check.update(claim=f"{NOT_MEASURED} (stored {'per run' if not claim.per_run else 'as one value'}): "
+                         f"{claim.statement}", value=math.nan, threshold=math.nan, passed=False, role=claim.role)
         elif claim.per_run:
             bar = threshold(claim)
-            runs = per_run.get(check["name"], [])
+            runs = per_run[check["name"]]
             for run in runs:
                 run["passed"] = holds(run["value"], claim.comparison, bar)
             failing = float(sum(not run["passed"] for run in runs))

@@ -70,6 +70,8 @@ def _check_scalar(name: str, kind: type, meta: Mapping[str, Any], value: Any) ->
 def _check(name: str, kind: Any, meta: Mapping[str, Any], value: Any) -> Any:
     if typing.get_origin(kind) is tuple:
         item = typing.get_args(kind)[0]
+        if isinstance(value, (list, tuple)) and any(isinstance(v, (list, tuple, dict, set)) for v in value):
+            raise ParameterError(f"parameter {name!r} must be {_describe(kind, meta)} (a flat list), got {value!r}")
         if not isinstance(value, (list, tuple)) or not value or len(set(value)) != len(value):
             raise ParameterError(f"parameter {name!r} must be {_describe(kind, meta)}, got {value!r}")
         return tuple(_check_scalar(f"{name}[{i}]", item, meta, v) for i, v in enumerate(value))
@@ -101,11 +103,19 @@ class ChapterParameters:
         if missing:
             raise ParameterError(f"missing parameter(s) {missing} for chapter {cls.chapter!r}")
         params = cls(**{name: _check(name, kind, meta, values[name]) for name, (kind, meta) in specs.items()})
-        params.check()
-        needed = params.memory_gb()
-        if needed > MEMORY_CEILING_GB:
-            raise ParameterError(f"these parameters need about {needed:.1f} GB of memory ({params.memory_rule()}), "
-                                 f"more than the ceiling of {MEMORY_CEILING_GB:g} GB: make the lengths or batches smaller")
+        try:
+            params.check()
+            measuring, training = params.memory_gb(), training_memory_gb(params)
+        except ParameterError:
+            raise
+        except (TypeError, ValueError, ArithmeticError) as err:  # a rule that cannot even be evaluated on these values
+            raise ParameterError(f"these parameters break a rule of chapter {cls.chapter!r}: {err}") from err
+        budget, where = memory_budget_gb(getattr(params, "device", "cpu"))
+        if max(measuring, training) > budget:
+            rule = (f"training: {TRAINING_MEMORY_RULE}" if training >= measuring
+                    else f"measuring: {params.memory_rule()}")
+            raise ParameterError(f"these parameters need about {max(measuring, training):.1f} GB of memory ({rule}), "
+                                 f"more than {where} of {budget:g} GB: make the lengths, batches or widths smaller")
         return params
 
     def check(self) -> None:
@@ -137,6 +147,39 @@ class ChapterParameters:
         return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in fields(self)}
 
 
+GB = 1024**3
+TRAINING_MEMORY_RULE = ("workers x (batch x training length x (layers x heads x length x 16 B of attention + "
+                        "(vocab + 16 dim x layers) x 12 B of activations) + 16 B x weights for weights, gradients and "
+                        "Adam's two moments)")
+
+
+def training_memory_gb(params: Any) -> float:
+    """Peak memory of one training step, for any chapter that trains (0 for one that does not): every layer's and
+    head's attention over a training batch, the activations kept for the backward pass, and the weights with their
+    gradients and Adam moments, in float32. The training length is ``train_length``, else the longest length."""
+    batch = getattr(params, "batch", 0) or 0
+    length = getattr(params, "train_length", 0) or getattr(params, "longest", 0) or 0
+    if not (batch and length):
+        return 0.0
+    vocab, dim = getattr(params, "vocab", 0) or 0, getattr(params, "dim", 0) or 0
+    layers = getattr(params, "layers", 1) or 1
+    heads = max(getattr(params, "heads", 1) or 1, *(getattr(params, "head_counts", ()) or (1,)))
+    activations = batch * length * (layers * heads * length * 16 + (vocab + 16 * dim * layers) * 12)
+    weights = 16 * (2 * vocab * dim + 12 * layers * dim * dim)
+    return (getattr(params, "workers", 1) or 1) * (activations + weights) / GB
+
+
+def memory_budget_gb(device: str) -> tuple[float, str]:
+    """What a chapter may use: the GPU's memory on CUDA, else :data:`MEMORY_CEILING_GB` (an ordinary laptop)."""
+    if str(device).startswith("cuda"):
+        import torch
+
+        if torch.cuda.is_available():
+            index = int(device.split(":")[1]) if ":" in device else 0
+            return torch.cuda.get_device_properties(index).total_memory / GB, f"the memory of GPU {index}"
+    return MEMORY_CEILING_GB, "the laptop ceiling"
+
+
 _IPYTHON_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "open"}
 
 
@@ -151,8 +194,18 @@ def user_names(namespace: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+class _AliasRefused(yaml.YAMLError):
+    """A YAML alias (``*name``): refused, so that no input can expand into an exponentially large value."""
+
+
 class _StrictLoader(yaml.SafeLoader):
-    """YAML 1.1 safe loading with YAML 1.2 floats (``1e-3``) and no octal integers."""
+    """YAML 1.1 safe loading with YAML 1.2 floats (``1e-3``), no octal integers and no aliases."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: ANN401 - PyYAML's own types
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise _AliasRefused(f"YAML aliases (*{event.anchor}) are not accepted; write the value out")
+        return super().compose_node(parent, index)
 
 
 _StrictLoader.add_implicit_resolver(
@@ -173,13 +226,25 @@ def _no_leading_zeros(node: Any, where: str) -> None:
             _no_leading_zeros(sub, where)
 
 
+MAX_YAML_CHARACTERS = 100_000  # a spec or a value is a few lines; anything longer is a mistake
+
+
 def parse_yaml(text: str, where: str = "value") -> Any:
-    """YAML text to Python, with the strict number rules above."""
-    node = yaml.compose(text, Loader=_StrictLoader)
-    if node is None:
-        return None
-    _no_leading_zeros(node, where)
-    return yaml.load(text, Loader=_StrictLoader)
+    """YAML text to Python, with the strict number rules above; any parse error, alias or tag outside YAML's safe
+    schema (``!!python/...``) is a :class:`ParameterError` of one line naming ``where``."""
+    if len(text) > MAX_YAML_CHARACTERS:
+        raise ParameterError(f"{where}: {len(text)} characters of YAML, more than the {MAX_YAML_CHARACTERS} accepted")
+    try:
+        node = yaml.compose(text, Loader=_StrictLoader)
+        if node is None:
+            return None
+        _no_leading_zeros(node, where)
+        return yaml.load(text, Loader=_StrictLoader)
+    except yaml.YAMLError as err:
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        mark = getattr(err, "problem_mark", None)
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        raise ParameterError(f"{where}: not valid YAML{at}: {problem}") from err
 
 
 def parse_value(name: str, text: str) -> Any:

@@ -15,6 +15,7 @@ import json
 import math
 import operator
 import os
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,14 +103,27 @@ class ChapterRecord:
 def write_json_atomically(path: Path, payload: dict) -> None:
     """Write JSON to ``path`` so that readers never see a half-written file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{id(payload)}.tmp")
-    tmp.write_text(json.dumps(payload, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.{id(payload)}.tmp")
+    try:
+        tmp.write_text(json.dumps(payload, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+class RecordFileError(ValueError):
+    """A record file that cannot be read as a record; the message names the file."""
 
 
 def load_record(path: Path) -> dict:
-    """One record as a plain dict."""
-    return json.loads(Path(path).read_text())
+    """One record as a plain dict; an unreadable or malformed file raises :class:`RecordFileError` naming it."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise RecordFileError(f"{path}: not a readable results record ({err})") from err
+    if not isinstance(record, dict):
+        raise RecordFileError(f"{path}: not a results record (a JSON {type(record).__name__}, not an object)")
+    return record
 
 
 def load_records(directory: Path) -> dict[str, dict]:

@@ -149,18 +149,24 @@ def sweep_wall_times(sweeps_dir: Path = SWEEPS_DIR, root: Path = REPO_ROOT) -> p
             varying = [n for n in names if len({repr(r["overrides"].get(n)) for r in mine}) > 1]
             for r in mine:
                 rows.append(dict(sweep=spec_path.parent.name, chapter=chapter, settings=run_settings(r["overrides"], varying),
-                                 key=r["key"], current=r["key"] in current, rekeyed_from=r.get("rekeyed_from", ""),
+                                 key=r["key"], current=r["key"] in current, rekeyed_from=rekeyed_text(r),
                                  wall_time_s=float(r.get("wall_time_s") or float("nan")),
                                  workers=int(spec.get("workers", 1)), processor=r.get("machine", {}).get("processor", "")))
     return pd.DataFrame(rows, columns=["sweep", "chapter", "settings", "key", "current", "rekeyed_from", "wall_time_s",
                                        "workers", "processor"])
 
 
+def rekeyed_text(record: dict) -> str:
+    """The keys a run record was carried over from, each with the commit that verified the move ('' if none)."""
+    return ", ".join(f"{entry['key']} (verified by {entry['verified_by'][:10]})" for entry in record.get("rekeyed_from", []))
+
+
 def sweep_time_totals(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per sweep: stored and current runs, workers, summed and per-run wall time (from :func:`sweep_wall_times`)."""
-    grouped = runs.groupby("sweep", sort=False)
+    """Per sweep: stored, current and re-keyed runs, workers, summed and per-run wall time (from
+    :func:`sweep_wall_times`)."""
+    grouped = runs.assign(rekeyed=runs.rekeyed_from != "").groupby("sweep", sort=False)
     return pd.DataFrame(dict(
-        runs=grouped.size(), current=grouped.current.sum(), workers=grouped.workers.first(),
+        runs=grouped.size(), current=grouped.current.sum(), rekeyed=grouped.rekeyed.sum(), workers=grouped.workers.first(),
         total_min=grouped.wall_time_s.sum() / 60, elapsed_min=grouped.wall_time_s.sum() / 60 / grouped.workers.first(),
         median_s=grouped.wall_time_s.median(), min_s=grouped.wall_time_s.min(), max_s=grouped.wall_time_s.max(),
     )).reset_index()

@@ -46,6 +46,7 @@ from .common import GB, Execution, HeadTraining, head_run_configs, map_stacked
 from .equivariance import offset_profile
 from .planes import Planes, plane_sum, planes_of
 
+HALF_LENGTH_OCTAVES = 1  # half_length's bar, also what counts a run against the pure dilution law
 
 @dataclass(frozen=True)
 class Parameters(HeadTraining, Execution):

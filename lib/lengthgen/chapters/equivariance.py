@@ -25,8 +25,8 @@ class Parameters(HeadTraining, LengthSweep, Execution):
     chapter = "01_equivariance"
     rope_base: float = parameter("RoPE base b of the frequencies b^(-2m/d)", 2.0, 1e9)
     rope_convention: str = parameter("how coordinates pair into rotary planes", choices=("half", "interleaved"))
-    horizon_factor: int = parameter("how far the kernel beyond T is searched for a hijacking offset, in multiples of T",
-                                    1, 1 << 20)
+    horizon_factor: int = parameter("how far the kernel beyond T is searched for a hijacking offset, in multiples of T "
+                                    "(at least 2: the search starts at 2T)", 2, 1 << 20)
 
     @property
     def horizon(self) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..chapters.dilution_law import HALF_LENGTH_OCTAVES
 from . import Claim, reported
 
 
@@ -19,7 +20,8 @@ def paths_tolerance(p: Any) -> float:
 
 CLAIMS = (
     Claim("half_length", "|log2(predicted / observed length at which last-query accuracy falls to 1/2)|, two-scale law",
-          "<=", 1, "The law must place the collapse within one doubling of length, from quantities measured at T only "
+          "<=", HALF_LENGTH_OCTAVES,
+          "The law must place the collapse within one doubling of length, from quantities measured at T only "
           "(the grid of evaluated lengths doubles, so a factor 2 is the resolution of the observation). Without a "
           "collapse inside the evaluated range the observation is only a bound, and the error is the least it can be.",
           per_run=True),
