@@ -5,7 +5,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from lengthgen.book import rerun, sweep
@@ -174,3 +174,25 @@ def test_horizon_factor_one_is_refused_before_training():
     """It was inside the declared range and crashed after training (no length beyond T to search)."""
     with pytest.raises(ParameterError, match="'horizon_factor' = 1 is out of range"):
         checked_parameters("01_equivariance", dict(horizon_factor=1))
+
+
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@example(offset=7, base=123.0, convention="interleaved", horizon=2)  # one point that passes, so something runs
+@given(offset=st.integers(-3, 40), base=st.floats(0.5, 1e10) | st.just(float("nan")), convention=st.text(max_size=12) |
+       st.sampled_from(["half", "interleaved"]), horizon=st.integers(0, 64))
+def test_drawn_values_that_pass_validation_also_run(tmp_path_factory, offset, base, convention, horizon):
+    """A drawn point either stops at validation or runs to its record at tiny sizes: validation lets nothing through
+    that then crashes."""
+    overrides = dict(seeds=1, steps=20, length_factor=2, eval_batch=8, workers=1, device="cpu", offsets=[offset],
+                     rope_base=base, rope_convention=convention, horizon_factor=horizon)
+    try:
+        checked_parameters("01_equivariance", overrides)
+    except ParameterError:
+        return
+    out = tmp_path_factory.mktemp("drawn")
+    try:
+        record = rerun.execute("01_equivariance", overrides, out)
+    except Exception as err:  # noqa: BLE001 - only a failed claim is an acceptable way for a valid point to end
+        assert (out / "01_equivariance.json").exists(), f"{overrides} passed validation, then stopped: {err}"
+        return
+    assert record.exists()

@@ -58,7 +58,7 @@ def test_missing_name():
         ("rope_convention", "neox", r"'rope_convention' must be one of \['half', 'interleaved'\]"),
         ("device", "gpu", r"'device' = 'gpu' is not a device"),
         ("length_factor", 1, r"'length_factor' = 1 is out of range"),
-        ("length_factor", 1024, r"need about .* GB of memory .* more than the ceiling"),
+        ("length_factor", 1024, r"need about .* GB of memory .* more than the laptop ceiling"),
     ],
 )
 def test_bad_values_name_parameter_and_range(name, value, pattern):

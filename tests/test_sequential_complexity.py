@@ -10,6 +10,7 @@ import torch
 
 from lengthgen.book.parameters import ParameterError
 from lengthgen.chapters import sequential_complexity as sc
+from lengthgen.claims import sequential_complexity as sc_claims
 from lengthgen.model import programs
 from lengthgen.model.relation_network import LOWEST, RelationNetworkConfig, RelationTransformer, table_usage
 from lengthgen.model.seeding import generator
@@ -92,7 +93,7 @@ def test_verdicts_selections_and_claims_from_runs():
     values = sc.claim_values(own)
     assert values["hint_generalizes"] == 0 and values["hint_selects_needed"] == 1 and values["judged_groups"] == 0
     assert values["registered_cells"] == 1 and values["not_learned_runs"] == 1 and values["rpe_learned"] == 1
-    assert all(math.isnan(values[c.name]) for c in sc.CLAIMS if c.name.startswith("held_out"))  # no sweep: judged nothing
+    assert all(math.isnan(values[c.name]) for c in sc_claims.CLAIMS if c.name.startswith("held_out"))  # no sweep: judged nothing
     assert sc.claim_values(own[own.seed == 900])["judged_groups"] == 1  # one learned hint run is below the minimum
 
     committed = _study([

@@ -11,6 +11,7 @@ import torch
 from lengthgen.book.parameters import ParameterError
 from lengthgen.chapters import zoo
 from lengthgen.chapters.equivariance import toeplitz_deviation
+from lengthgen.claims import zoo as zoo_claims
 from lengthgen.model.evaluation import length_sweep
 from lengthgen.model.training import train_together
 from lengthgen.model.zoo_heads import ZOO, RandomizedRopeHead, ZooRunConfig
@@ -281,7 +282,7 @@ def test_the_committed_spec_is_the_registered_design():
 
 
 def test_the_held_out_lists_cover_the_evidence_checks():
-    evidence = {c.name for c in zoo.CLAIMS if c.role == "evidence" and c.comparison and not c.name.startswith("held_out")}
+    evidence = {c.name for c in zoo_claims.CLAIMS if c.role == "evidence" and c.comparison and not c.name.startswith("held_out")}
     assert evidence == set(zoo.HELD_OUT_EVIDENCE) and set(zoo.HELD_OUT_MECHANISMS) < evidence
 
 
