@@ -365,6 +365,7 @@ def write_results(folder: Path, keys: set[str] | None = None) -> Path:
     for name, table in tables:
         handle, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")  # unique: sweeps may overlap
         os.close(handle)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; the tables are for everyone who reads the sweep
         try:
             table.to_csv(tmp, index=False)
             os.replace(tmp, folder / name)
