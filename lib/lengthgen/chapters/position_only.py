@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
+from tqdm import tqdm  # not tqdm.auto: in a notebook without ipywidgets it warns on the page
 
 from ..book.parameters import ParameterError, parameter
 from ..model import pola
