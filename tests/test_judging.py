@@ -48,6 +48,15 @@ def copy_sweep(tmp_path: Path, name: str) -> Path:
     return tmp_path / name
 
 
+def edit_first_record(folder: Path, change: float) -> Path:
+    """Change the first check value of the folder's first record by hand (digest left as it was); returns its path."""
+    path = sorted((folder / "runs").glob("*.json"))[0]
+    record = json.loads(path.read_text())
+    record["checks"][0]["value"] += change
+    path.write_text(json.dumps(record, indent=1, sort_keys=True))
+    return path
+
+
 @pytest.mark.parametrize("sweep", SWEEPS)
 def test_every_committed_run_is_sealed_current_and_judged_again_equals_itself(sweep):
     """Every run the spec lists has a record under its current key that the manifest seals, and judging its values
@@ -159,10 +168,7 @@ def test_a_claim_no_longer_registered_judges_nothing(monkeypatch):
 
 def test_a_hand_edited_record_is_refused_by_every_reader(tmp_path):
     folder = copy_sweep(tmp_path, "single_head")
-    path = sorted((folder / "runs").glob("*.json"))[0]
-    record = json.loads(path.read_text())
-    record["checks"][0]["value"] += 0.5
-    path.write_text(json.dumps(record, indent=1, sort_keys=True))
+    path = edit_first_record(folder, 0.5)
     with pytest.raises(RecordError, match=path.name):
         results_table(folder)
     assert not sealed(folder, path.stem)  # a resumed sweep runs it again rather than trust it
@@ -270,10 +276,7 @@ def test_a_claim_registered_after_a_run_fails_as_not_measured(monkeypatch):
 
 def test_rekey_refuses_an_edited_record_and_two_records_of_one_run(tmp_path):
     folder = copy_sweep(tmp_path, "transfer")
-    path = sorted((folder / "runs").glob("*.json"))[0]
-    record = json.loads(path.read_text())
-    record["checks"][0]["value"] += 1
-    path.write_text(json.dumps(record, indent=1, sort_keys=True))
+    path = edit_first_record(folder, 1.0)
     with pytest.raises(RecordError, match=path.name):
         rekey(folder / "spec.yaml", "abc1234")
     folder = copy_sweep(tmp_path / "again", "transfer")

@@ -1,8 +1,4 @@
-"""The claims of ``lengthgen.chapters.transfer``: each check's statement, comparison, threshold, role and reason.
-
-Outside every run's key (see :mod:`lengthgen.book.fingerprint`): editing a claim re-judges the stored
-measurements and never makes a committed sweep stale.
-"""
+"""The claims of ``lengthgen.chapters.transfer`` (the layer is described in :mod:`lengthgen.claims`)."""
 
 from __future__ import annotations
 
