@@ -13,7 +13,7 @@ from lengthgen.book.records import ChapterRecord
 from lengthgen.book.rerun import checked_parameters, run_key
 from lengthgen.book.sweep import store
 from lengthgen.chapters import claims_summary, parameters_of
-from lengthgen.chapters.claims_summary import SUMMARY, audit, current_defaults, revisions
+from lengthgen.chapters.claims_summary import SUMMARY, audit, current_defaults
 from lengthgen.claims import ROLES, claims_of, find
 
 
@@ -86,10 +86,16 @@ def test_claims_data_is_complete_and_consistent():
             assert (claim.role == "reported") == (not claim.comparison), (chapter, claim.name)
             if claim.comparison:
                 assert claim.threshold_for(p) == claim.threshold_for(p)  # a number, not NaN
-            used = f'"{claim.name}"' in notebooks[chapter] or "fix_margin_" in claim.name
+            judged_whole = "chapter.judge(values)" in notebooks[chapter]  # judge() refuses a registered claim missing
+            used = judged_whole or f'"{claim.name}"' in notebooks[chapter] or "fix_margin_" in claim.name
             assert used, f"{chapter}: registered claim {claim.name} is never checked or reported by the notebook"
     assert find("01_equivariance", "toeplitz_f32").threshold_text == "10 L eps_32"
-    assert len(revisions()) >= 6  # every threshold set after seeing numbers carries its note
+
+
+def test_judge_checks_every_registered_claim_by_its_kind(tmp_path):
+    chapter = robustness(tmp_path)
+    with pytest.raises(KeyError, match="registered claims without a measured value"):
+        chapter.judge({})
 
 
 def passing_checks(record: ChapterRecord, chapter: str, failing: str = "") -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from lengthgen_testing import copy_repository
 
 from lengthgen.book import fingerprint
 from lengthgen.book.judging import rejudge
@@ -31,16 +32,6 @@ from lengthgen.chapters import robustness
 from lengthgen.claims import claims_module
 
 SWEEPS = sorted(p.parent.name for p in SWEEPS_DIR.glob("*/spec.yaml"))
-
-
-def copy_repository(tmp_path: Path) -> Path:
-    """What the fingerprints read (library, notebooks, pins, committed sweeps) in a folder of its own."""
-    root = tmp_path / "repo"
-    for name in ("lib", "book", "data/sweeps"):
-        shutil.copytree(REPO_ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
-    for name in fingerprint.PINS:
-        shutil.copy(REPO_ROOT / name, root / name)
-    return root
 
 
 def copy_sweep(tmp_path: Path, name: str) -> Path:
@@ -71,34 +62,49 @@ def test_every_committed_run_is_sealed_current_and_judged_again_equals_itself(sw
         assert json.dumps(rejudge(record), sort_keys=True) == json.dumps(record, sort_keys=True), path.name
 
 
-def test_editing_a_claim_leaves_run_keys_and_re_executes_only_the_page(tmp_path):
-    """A claim's reason and threshold are judgement: no run key moves; the page (which shows them) re-executes."""
+def test_rewording_a_claim_moves_no_key_and_re_renders_the_page_warm(tmp_path):
+    """A claim's statement and reason are prose: no run key and no page execution moves; only the prose fingerprint
+    does, so the book cache has Sphinx read the page again over its cached execution."""
     root = copy_repository(tmp_path)
-    chapters = ("03_carrier", "06_transfer")  # carrier's claims module is read by both pages' code
+    chapters = ("03_carrier", "06_transfer", "07_robustness")
+    fingerprints = (fingerprint.measurement_fingerprint, fingerprint.code_fingerprint, fingerprint.prose_fingerprint)
+    before = {c: [f(c, root) for f in fingerprints] for c in chapters}
+    claims = root / "lib/lengthgen/claims/carrier.py"
+    text = claims.read_text()
+    edited = text.replace('"The ', '"Rewritten: the ', 1).replace('"largest ', '"the largest ', 1)
+    assert edited != text
+    claims.write_text(edited)
+    register = root / "lib/lengthgen/claims/register/carrier.yaml"
+    register.write_text(register.read_text() + "# a note\n")
+    after = {c: [f(c, root) for f in fingerprints] for c in chapters}
+    assert after["06_transfer"] == before["06_transfer"], "chapter 6 neither shows nor judges chapter 3's claims"
+    for chapter in ("03_carrier", "07_robustness"):  # chapter 7 judges chapter 3's runs in the robustness sweep
+        assert after[chapter][:2] == before[chapter][:2], f"{chapter}: rewording must not re-execute the page"
+        assert after[chapter][2] != before[chapter][2], f"{chapter}: the page shows the claims: it must be read again"
+
+
+def test_changing_a_threshold_re_executes_the_pages_that_judge_it_and_moves_no_key(tmp_path):
+    root = copy_repository(tmp_path)
+    chapters = ("03_carrier", "07_robustness", "01_equivariance")
     before = {c: (fingerprint.measurement_fingerprint(c, root), fingerprint.code_fingerprint(c, root)) for c in chapters}
     claims = root / "lib/lengthgen/claims/carrier.py"
     text = claims.read_text()
-    edited = text.replace('"<=", 0,', '"<=", 1,', 1).replace("The ", "Rewritten: the ", 1)
+    edited = text.replace('"<=", 0,', '"<=", 1,', 1)
     assert edited != text
     claims.write_text(edited)
     after = {c: (fingerprint.measurement_fingerprint(c, root), fingerprint.code_fingerprint(c, root)) for c in chapters}
-    assert after["03_carrier"][0] == before["03_carrier"][0] and after["06_transfer"][0] == before["06_transfer"][0]
-    assert after["03_carrier"][1] != before["03_carrier"][1], "the carrier page shows its claims: it must re-execute"
+    assert all(after[c][0] == before[c][0] for c in chapters), "a threshold is judgement: no run key moves"
+    assert after["03_carrier"][1] != before["03_carrier"][1] and after["07_robustness"][1] != before["07_robustness"][1]
+    assert after["01_equivariance"][1] == before["01_equivariance"][1]
 
 
-def test_claims_the_measurement_code_imports_are_still_outside_its_key(tmp_path):
-    """Chapter 12's measurement names its held-out checks from its claims module (imported inside a function, so it is
-    in the import closure): editing that module moves no key of chapter 12, and re-executes its page."""
-    root = copy_repository(tmp_path)
-    measured, page = (fingerprint.measurement_fingerprint("12_sequential_complexity", root),
-                      fingerprint.code_fingerprint("12_sequential_complexity", root))
-    claims = root / "lib/lengthgen/claims/sequential_complexity.py"
-    claims.write_text(claims.read_text() + "\nEDITED_BAR = 1  # a change of code, not of a comment\n")
-    assert fingerprint.measurement_fingerprint("12_sequential_complexity", root) == measured
-    assert fingerprint.code_fingerprint("12_sequential_complexity", root) != page
-    everything = fingerprint.import_closure(fingerprint.code_cells(root / "book/12_sequential_complexity.ipynb"),
-                                            root / "lib")
-    assert claims in everything, "the test needs a claims module the measurement code imports"
+def test_no_measurement_code_imports_a_chapters_claims_module():
+    """Chapter 12's measurement reads its held-out checks' names through ``claims_of``; no notebook's import closure
+    holds a chapter's claims module, so rewording one never re-executes a page."""
+    for notebook in sorted((REPO_ROOT / "book").glob("[0-9][0-9]_*.ipynb")):
+        closure = fingerprint.import_closure(fingerprint.code_cells(notebook), REPO_ROOT / "lib")
+        claims = [p.name for p in closure if p.parent.name == "claims" and p.name != "__init__.py"]
+        assert not claims, f"{notebook.name} imports {claims}"
 
 
 def test_editing_a_module_a_sweeps_runs_import_makes_them_stale(tmp_path):

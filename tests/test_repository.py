@@ -47,17 +47,17 @@ def test_parameters_cell_is_literal_declared_and_followed_by_the_harness(path: P
     harness = "".join(cells[tagged[0] + 1]["source"])
     assert f'Chapter("{chapter}", globals())' in harness
     assert "hide-input" in cells[tagged[0] + 1].get("metadata", {}).get("tags", []), "plumbing is hidden from readers"
-    finishing = [c for c in cells if "chapter.finish()" in "".join(c["source"])]
+    finishing = [c for c in cells if any(end in "".join(c["source"]) for end in ("chapter.finish()", "chapter.judge("))]
     assert len(finishing) == 1, "one claim-check cell ends the chapter through the harness"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_the_claim_check_cell_does_not_print_the_record(path: Path):
-    """``chapter.finish()`` returns the chapter's record; as a cell's last expression its whole repr (every check and
+    """``chapter.finish()`` (and ``chapter.judge(values)``) returns the chapter's record; as a cell's last expression its whole repr (every check and
     the details, hundreds of kilobytes) would be rendered on the page. The cell assigns it, or its output is removed
     (chapters whose committed sweep is keyed by the notebook's code, until that sweep is next regenerated)."""
     cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
-    [cell] = [c for c in cells if "chapter.finish()" in "".join(c["source"])]
+    [cell] = [c for c in cells if any(end in "".join(c["source"]) for end in ("chapter.finish()", "chapter.judge("))]
     last = ast.parse("".join(cell["source"])).body[-1]
     shown = isinstance(last, ast.Expr)
     assert not shown or "remove-output" in cell.get("metadata", {}).get("tags", []), (

@@ -65,6 +65,7 @@ the claims or the book machinery (what judges and renders).
     ``timing``       wall time
     ``paths``        where things live in the repository
     ``sphinx_offline``  a Sphinx extension: no CDN scripts, no console errors, so the book reads offline
+    ``sphinx_claims``   a Sphinx extension: claim tables and Provenance blocks judged when the book is built
 """
 
 __version__ = "0.2.0"

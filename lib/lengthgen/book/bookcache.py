@@ -2,9 +2,12 @@
 
 The notebook execution cache (jupyter-cache) keys each chapter on its code cells only. Before
 each build, :func:`refresh` compares every chapter's code fingerprint (its pins, the library
-modules it imports and the data it reads; :mod:`lengthgen.book.fingerprint`) with the one
-stored at the previous build, drops the cached execution of every chapter whose fingerprint
-changed and touches its notebook so Sphinx reads it again. A change of how chapters are executed
+modules it imports, the data it reads and how its claims judge; :mod:`lengthgen.book.fingerprint`)
+with the one stored at the previous build, drops the cached execution of every chapter whose
+fingerprint changed (or whose record in ``data/records/`` is gone: the claim tables are judged
+from it) and touches its notebook so Sphinx reads it again. A chapter whose claims changed only in
+wording (statements, reasons, the register) is touched, not executed: its claim table is rendered
+at build time (:mod:`lengthgen.book.sphinx_claims`), so that is a warm rebuild. A change of how chapters are executed
 (the ``execute`` section of ``_config.yml``) wipes the whole cache; Sphinx itself re-reads every
 page after any other configuration change. Records in ``data/records/`` of chapters the table of
 contents no longer lists are reported (the claims summary then fails, naming them), never deleted.
@@ -87,15 +90,18 @@ def forget(notebook: Path, build: Path) -> None:
 def refresh(root: Path = REPO_ROOT, build: Path | None = None) -> dict[str, list[str]]:
     """Invalidate what changed since the last build, and what failed in it.
 
-    Returns the chapter names ``{"wiped": ..., "stale": ..., "failed": ..., "always": ...}``.
+    Returns the chapter names ``{"wiped", "stale", "failed", "unrecorded", "always", "reworded"}``: every list but
+    the last is executed again; a ``reworded`` page (only its claims' wording or register changed) is read again over
+    its cached execution.
     """
     build = build or root / "_build"
     stamp_path = build / STAMP
     chapters = toc_chapters(root)
     current = dict(config=fingerprint.config_fingerprint(root),
-                   chapters={name: fingerprint.code_fingerprint(name, root) for name in chapters})
+                   chapters={name: fingerprint.code_fingerprint(name, root) for name in chapters},
+                   prose={name: fingerprint.prose_fingerprint(name, root) for name in chapters})
     previous = json.loads(stamp_path.read_text()) if stamp_path.exists() else None
-    done: dict[str, list[str]] = dict(wiped=[], stale=[], failed=[], always=[])
+    done: dict[str, list[str]] = dict(wiped=[], stale=[], failed=[], always=[], unrecorded=[], reworded=[])
     if previous is None or previous.get("config") != current["config"]:
         for stale in (build / ".jupyter_cache", build / ".doctrees", build / "html", build / "jupyter_execute"):
             shutil.rmtree(stale, ignore_errors=True)
@@ -103,11 +109,19 @@ def refresh(root: Path = REPO_ROOT, build: Path | None = None) -> dict[str, list
     else:
         done["stale"] = [name for name in chapters if previous["chapters"].get(name) != current["chapters"][name]]
         done["failed"] = [p.stem for p in unexecuted(root, build) if p.stem not in done["stale"]]
+        if root == REPO_ROOT:  # the claim tables are judged from the records: a page whose record is gone runs again
+            done["unrecorded"] = [name for name in chapters if not (RECORDS_DIR / f"{name}.json").exists()
+                                  and name not in done["stale"] + done["failed"]]
+        again = set(done["stale"] + done["failed"] + done["unrecorded"])
+        done["reworded"] = [name for name in chapters if name not in again
+                            and previous.get("prose", {}).get(name) != current["prose"][name]]
     done["always"] = [name for name in chapters if fingerprint.declaration(name).always_execute]
     if root == REPO_ROOT:  # reported, never deleted: the claims summary fails on them, naming each
         done["foreign"] = [record.stem for record in sorted(RECORDS_DIR.glob("*.json")) if record.stem not in chapters]
-    for name in done["stale"] + done["failed"] + done["always"]:
+    for name in done["stale"] + done["failed"] + done["unrecorded"] + done["always"]:
         forget(root / "book" / f"{name}.ipynb", build)
+    for name in done["reworded"]:  # read again over the cached execution: the claim tables are rendered at build time
+        (root / "book" / f"{name}.ipynb").touch()
     build.mkdir(parents=True, exist_ok=True)
     stamp_path.write_text(json.dumps(current, indent=1))
     return done
@@ -155,7 +169,8 @@ def main(argv: list[str] | None = None, root: Path = REPO_ROOT) -> int:
             print("book cache: wiped (first build, or how chapters are executed changed)")
         else:
             print(f"book cache: re-executing {done['stale'] or 'no chapter'} (code or data changed), "
-                  f"{done['failed'] or 'none'} (failed before), and {done['always']} (always)")
+                  f"{done['failed'] or 'none'} (failed before), {done['unrecorded'] or 'none'} (record missing) and "
+                  f"{done['always']} (always); re-rendering {done['reworded'] or 'none'} (claims reworded)")
         return 0
     if command == "check":
         missing = unexecuted(root)

@@ -9,12 +9,14 @@
   A module counts by its syntax tree without docstrings, so editing a comment or a docstring
   changes nothing. Editing a claim's statement, threshold or reason therefore never makes a
   committed run stale: readers judge stored values against the claims as they are now.
-* :func:`code_fingerprint`: what a chapter *page* depends on: the measurement fingerprint's inputs
-  plus the book machinery the notebook imports, the committed sweep its page reads
-  (:func:`read_sweep_files`), and the claims of the chapter and of every chapter whose stored runs
-  it judges (:func:`judged_chapters`). The book cache
-  re-executes a page when it changes, and the claims summary accepts a page's record only under
-  the current one.
+* :func:`code_fingerprint`: what a chapter *page's execution* depends on: the measurement
+  fingerprint's inputs plus the book machinery the notebook imports, the committed sweep its page
+  reads (:func:`read_sweep_files`), and how the claims of the chapter and of every chapter whose
+  stored runs it judges (:func:`judged_chapters`) judge: roles, comparisons and thresholds, not
+  their wording (:func:`judgement_text`). The book cache re-executes a page when it changes, and the
+  claims summary accepts a page's record only under the current one.
+* :func:`prose_fingerprint`: the claims modules and registers a page renders; when only they
+  change, the book cache has Sphinx read the page again over its cached execution.
 * :func:`build_fingerprint`: SHA-256 of the whole library, the pins, the book configuration and
   the committed sweeps; every record carries it as well, to tell builds apart.
 * :func:`config_fingerprint`: the execution settings of the book configuration (the ``execute``
@@ -50,14 +52,22 @@ def _hash_files(root: Path, paths: list[Path]) -> str:
 
 def code_text(path: Path) -> bytes:
     """A Python module as its syntax tree without docstrings: what it does, not how it is commented."""
-    tree = ast.parse(path.read_text())
+    return ast.dump(_without_docstrings(ast.parse(path.read_text()))).encode()
+
+
+def _without_docstrings(tree: ast.AST) -> ast.AST:
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
                 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
                 and isinstance(body[0].value.value, str)):
             node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree).encode()
+    return tree
+
+
+def code_text_source(path: Path) -> str:
+    """A Python module's source without docstrings (what :func:`code_text` hashes), as source text."""
+    return ast.unparse(_without_docstrings(ast.parse(path.read_text())))
 
 
 def _files(root: Path, patterns: tuple[str, ...]) -> list[Path]:
@@ -173,15 +183,54 @@ def measurement_fingerprint(chapter: str, root: Path = REPO_ROOT) -> str:
 
 
 def code_fingerprint(chapter: str, root: Path = REPO_ROOT) -> str:
-    """SHA-256 of what a chapter page depends on: the pins, every library module its notebook imports (book machinery
-    included), its claims, and the data files it reads."""
+    """SHA-256 of what a chapter page's execution depends on: the pins, every library module its notebook imports (book
+    machinery included), the data and committed sweeps it reads, and how its claims judge (:func:`judgement_text`)."""
+    modules = import_closure(code_cells(notebook_path(chapter, root)), root / "lib")
+    digest = _hash_files(root, [root / p for p in PINS] + modules + _data_files(chapter, root) + read_sweep_files(chapter, root))
+    judged = [chapter, *judged_chapters(chapter, root)]  # whose claims the page applies
+    return hashlib.sha256(digest.encode() + judgement_text(judged, root)).hexdigest()
+
+
+PROSE_ARGUMENTS = {"Claim": (1, 4), "reported": (1, 2)}  # positions of the statement and the reason
+PROSE_KEYWORDS = ("statement", "reason", "threshold_text")
+
+
+def judgement_text(chapters: list[str], root: Path = REPO_ROOT) -> bytes:
+    """How the chapters' claims judge: their claims modules' syntax trees with every statement, reason and threshold
+    text blanked (names, roles, comparisons, thresholds and the code computing them stay). Wording is prose
+    (:func:`prose_fingerprint`)."""
     from ..claims import claims_module
 
-    judged = [chapter, *judged_chapters(chapter, root)]  # whose claims the page applies
-    sources = code_cells(notebook_path(chapter, root)) + [
-        f"import {claims_module(name)}" for name in judged if _module_file(claims_module(name), root / "lib") is not None]
-    modules = import_closure(sources, root / "lib")
-    return _hash_files(root, [root / p for p in PINS] + modules + _data_files(chapter, root) + read_sweep_files(chapter, root))
+    dumps = []
+    for name in chapters:
+        path = root / "lib" / Path(*claims_module(name).split(".")).with_suffix(".py")
+        if not path.exists():
+            continue
+        tree = ast.parse(code_text_source(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in PROSE_ARGUMENTS:
+                for index in PROSE_ARGUMENTS[node.func.id]:
+                    if index < len(node.args):
+                        node.args[index] = ast.Constant("")
+                for keyword in node.keywords:
+                    if keyword.arg in PROSE_KEYWORDS:
+                        keyword.value = ast.Constant("")
+        dumps.append(f"{path.relative_to(root)}\0{ast.dump(tree)}")
+    return "\0".join(dumps).encode()
+
+
+def prose_fingerprint(chapter: str, root: Path = REPO_ROOT) -> str:
+    """SHA-256 of the claims modules and registers a page renders (its own and those of the chapters it judges): when
+    only this changes, the page is read again with its cached execution (the claim tables are rendered at build time)."""
+    from ..claims import claims_module, register_path
+
+    names = [chapter, *judged_chapters(chapter, root)]
+    paths = [root / "lib" / Path(*claims_module(name).split(".")).with_suffix(".py") for name in names]
+    paths += [root / register_path(name).relative_to(REPO_ROOT) for name in names]
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + (path.read_bytes() if path.exists() else b"-"))
+    return digest.hexdigest()
 
 
 def judged_chapters(chapter: str, root: Path = REPO_ROOT) -> list[str]:

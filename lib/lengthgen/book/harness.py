@@ -125,12 +125,25 @@ class Chapter:
             raise ValueError(f"claim {name!r} of {self.name} is registered with a threshold: use check()")
         self.record.report(name, claim.statement, value)
 
-    def claims_table(self) -> pd.DataFrame:
-        """The chapter's registered claims: statement, role, threshold, reason and any revision (for the claim-check section)."""
-        rows = [dict(claim=c.statement, role=c.role,
-                     threshold=("every run: " if c.per_run else "") + format_threshold(c, self.threshold(c.name)),
-                     reason=c.reason, revised=c.revised) for c in self.claims.values()]
-        return pd.DataFrame(rows)
+    def judge(self, values: Mapping[str, Any]) -> ChapterRecord:
+        """Check or report every registered claim from ``values`` (by claim name), then :meth:`finish`.
+
+        A per-run claim's value is a table with one row per run (``offset``, ``seed``, ``value``); a
+        registered claim missing from ``values`` stops the chapter, naming it. Other entries (numbers the
+        prose uses) are ignored.
+        """
+        missing = [name for name in self.claims if name not in values]
+        if missing:
+            raise KeyError(f"{self.name}: registered claims without a measured value: {missing}")
+        for claim in self.claims.values():
+            value = values[claim.name]
+            if not claim.comparison:
+                self.report(claim.name, value)
+            elif claim.per_run:
+                self.check_runs(claim.name, value)
+            else:
+                self.check(claim.name, value)
+        return self.finish()
 
     def finish(self) -> ChapterRecord:
         """Write the record (wall time, fingerprints, machine), glue the wall time, then assert every claim."""

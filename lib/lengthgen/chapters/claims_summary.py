@@ -105,19 +105,6 @@ def audit(folder: Path, root: Path = REPO_ROOT) -> Audit:
     return result
 
 
-def claims_registry(root: Path = REPO_ROOT) -> pd.DataFrame:
-    """Every registered claim of every chapter in the book, in book order: statement, role, reason, revision note."""
-    rows = [dict(chapter=chapter, name=c.name, claim=c.statement, role=c.role, reason=c.reason, revised=c.revised)
-            for chapter in toc_chapters(root) for c in claims_of(chapter).values()]
-    return pd.DataFrame(rows)
-
-
-def revisions(root: Path = REPO_ROOT) -> pd.DataFrame:
-    """The claims whose threshold, or what they assert, was changed after results were seen."""
-    table = claims_registry(root)
-    return table[table.revised != ""][["chapter", "claim", "revised"]].reset_index(drop=True)
-
-
 # -- the committed sweeps' wall time, run by run ---------------------------------------------------------------
 
 def run_settings(overrides: dict, varying: list[str]) -> str:

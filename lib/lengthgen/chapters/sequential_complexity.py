@@ -21,6 +21,7 @@ import pandas as pd
 from ..book.parameters import ParameterError, parameter
 from ..book.paths import SWEEPS_DIR
 from ..book.sweep import expand, load_spec, stored_records
+from ..claims import claims_of
 from ..model import programs
 from ..model.reasoning_tasks import check_task, sequence_length
 from ..model.relation_network import (
@@ -326,9 +327,8 @@ def claim_values(own: pd.DataFrame, committed: pd.DataFrame | None = None, train
                           + (0 if committed is None else (~committed.seed.isin(HELD_OUT_SEEDS)).sum())),
     )
     if committed is None:
-        from ..claims.sequential_complexity import CLAIMS  # which checks read the sweep: NaN (not judged) without one
-
-        return values | dict.fromkeys([c.name for c in CLAIMS if c.name.startswith("held_out")], nan)
+        held_out = [name for name in claims_of("12_sequential_complexity") if name.startswith("held_out")]
+        return values | dict.fromkeys(held_out, nan)  # the checks that read the sweep: NaN (not judged) without one
     g = held_out_groups(committed, train_scale, scale_factor)
     generalizes = {name: g[name].measured == "generalizes" for name in g}
     hint_gap = (g["hint_all_where_rpe_grows"].answers_2n.mean() - g["rpe_all_where_rpe_grows"].answers_2n.mean()

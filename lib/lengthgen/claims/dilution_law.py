@@ -17,20 +17,18 @@ def paths_tolerance(p: Any) -> float:
 CLAIMS = (
     Claim("half_length", "|log2(predicted / observed length at which last-query accuracy falls to 1/2)|, two-scale law",
           "<=", HALF_LENGTH_OCTAVES,
-          "The law must place the collapse within one doubling of length, from quantities measured at T only "
-          "(the grid of evaluated lengths doubles, so a factor 2 is the resolution of the observation). Without a "
-          "collapse inside the evaluated range the observation is only a bound, and the error is the least it can be.",
+          "The law must place the collapse within one doubling of length, from quantities measured at T only (the grid of "
+          "evaluated lengths doubles, so a factor 2 is the resolution of the observation).",
           per_run=True),
     Claim("mass_law", "largest |log10(law / exact target mass)| beyond T, two-scale law", "<=", 0.3,
-          "Within a factor 2 at every length beyond T. On log error, so that the law is judged where the mass is "
-          "small, not only where it is large.", per_run=True),
+          "Within a factor 2 at every length beyond T.", per_run=True),
     Claim("paths_agree", "largest |forward-pass - Toeplitz-row observed accuracy| where both are measured", "<=",
-          paths_tolerance, "The two observations sample different sequences: four binomial standard errors of a "
-          "difference near 1/2. A larger gap would mean the Toeplitz evaluation is not the head's computation.",
+          paths_tolerance, "The two observations sample different sequences: four binomial standard errors of a difference "
+                           "near 1/2.",
           role="sanity", threshold_text="4 sqrt(0.5 / eval_batch)"),
     Claim("mc_row_error", "largest |Monte Carlo from the exact row - observed| accuracy", "<=", 0.05,
-          "The mass-to-accuracy model itself, fed the exact row: three binomial standard errors near 1/2 plus its own "
-          "Monte Carlo error. It validates the machinery the law uses; it is no prediction (it reads the row).",
+          "The mass-to-accuracy model itself, fed the exact row: three binomial standard errors near 1/2 plus its own Monte "
+          "Carlo error.",
           role="sanity"),
     Claim("peak_memory_mb", "peak resident memory of any process (MB)", "<", 2048,
           "An evaluation out to thousands of training lengths must fit a laptop: the Toeplitz evaluation never builds "

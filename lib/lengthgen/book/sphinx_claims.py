@@ -1,0 +1,232 @@
+"""A Sphinx extension that judges the book's claims when the book is built, not when a chapter runs.
+
+A chapter's execution measures and writes its record (``data/records/<chapter>.json``); the claim
+table under its claim-check section is a directive in a Markdown cell::
+
+    ```{claims}
+    ```
+
+rendered from that record judged again against the claims data as it is now
+(:func:`lengthgen.book.judging.rejudge`): each claim's statement, role, threshold, measured value,
+verdict and one-sentence reason, then a collapsed *Provenance* block with the full statements and
+arguments and every revision from the chapter's register. ``{claims-revisions}`` renders every
+revision of every chapter on one page.
+
+Editing a claim's statement, reason or register is therefore a warm rebuild: the book cache only
+asks Sphinx to read the page again (:mod:`lengthgen.book.bookcache`), the cached execution stands
+and no sweep goes stale. A check that fails, is not measured or judged nothing on the record it
+is shown from is a build warning, which ``make book`` turns into a failed build.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from docutils import nodes
+from docutils.parsers.rst import directives
+from sphinx.application import Sphinx
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
+
+logger = logging.getLogger(__name__)
+
+VERDICTS = {True: "holds", False: "fails", None: "reported"}
+
+
+def verdict(check: dict) -> str:
+    """A judged check's verdict in words: holds, fails, not judged (nothing qualified), not measured, or reported."""
+    from .judging import NOT_MEASURED
+
+    if check["passed"] is None:
+        return "unregistered" if check.get("role") == "unregistered" else "reported"
+    if str(check.get("claim", "")).startswith(NOT_MEASURED):
+        return "not measured"
+    if check["passed"] is False and isinstance(check["value"], float) and math.isnan(check["value"]):
+        return "not judged"
+    return VERDICTS[bool(check["passed"])]
+
+
+def measured_text(check: dict, runs: int | None) -> str:
+    """The measured value as the table shows it (a per-run check: how many runs fail, of how many)."""
+    value = check["value"]
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if runs is not None:
+        return f"{int(value)} of {runs} runs fail"
+    return f"{value:.3g}"
+
+
+def threshold_text(claim: Any, bar: float) -> str:
+    """The threshold in force at the record's parameters, with how it is computed when it is a function."""
+    if not claim.comparison:
+        return ""
+    shown = f"{bar:.3g}"
+    text = f"{claim.comparison} {claim.threshold_text} = {shown}" if claim.threshold_text else f"{claim.comparison} {shown}"
+    return f"every run: {text}" if claim.per_run else text
+
+
+def judged_rows(chapter: str, record: dict) -> tuple[list[dict], list[str]]:
+    """One row per registered claim, judged from the record's values and the current claims; and every problem."""
+    from ..chapters import parameters_of
+    from ..claims import claims_of
+    from .judging import rejudge
+
+    judged = rejudge(record)
+    parameters: list[Any] = []  # built once, only if a threshold is a function of the parameters
+
+    def bar(claim: Any) -> float:
+        if callable(claim.threshold) and not parameters:
+            parameters.append(parameters_of(chapter).from_values(record["parameters"]))
+        return claim.threshold_for(parameters[0] if parameters else None)
+
+    checks = {check["name"]: check for check in judged["checks"]}
+    per_run = judged.get("details", {}).get("per_run", {})
+    rows, problems = [], []
+    for claim in claims_of(chapter).values():
+        check = checks[claim.name] if claim.name in checks else dict(
+            name=claim.name, claim=claim.statement, value=math.nan, passed=None, role=claim.role)
+        shown = verdict(check)
+        if claim.comparison and shown in ("fails", "not judged", "not measured"):
+            problems.append(f"{chapter}: claim check {claim.name!r} {shown}: {claim.statement} (measured "
+                            f"{check['value']}, required {threshold_text(claim, bar(claim))})")
+        if not claim.comparison and claim.name not in checks:
+            problems.append(f"{chapter}: reported number {claim.name!r} is not in the record")
+        runs = len(per_run[claim.name]) if claim.per_run and claim.name in per_run else None
+        rows.append(dict(name=claim.name, statement=claim.statement, role=claim.role,
+                         threshold=threshold_text(claim, bar(claim)), measured=measured_text(check, runs), verdict=shown,
+                         reason=claim.reason))
+    return rows, problems
+
+
+def _paragraph(text: str, literal: str = "") -> nodes.paragraph:
+    para = nodes.paragraph()
+    if literal:
+        para += nodes.literal(text=literal)
+        para += nodes.Text(" ")
+    para += nodes.Text(text)
+    return para
+
+
+def table(headers: list[str], rows: list[list[Any]], widths: list[int], classes: list[str]) -> nodes.table:
+    """A docutils table: a cell is text, or (text, literal name) shown as ``name`` then the text."""
+    out = nodes.table(classes=classes)
+    group = nodes.tgroup(cols=len(headers))
+    out += group
+    for width in widths:
+        group += nodes.colspec(colwidth=width)
+
+    def row(cells: list[Any], header: bool = False) -> nodes.row:
+        line = nodes.row()
+        for cell in cells:
+            entry = nodes.entry()
+            entry += _paragraph(*cell) if isinstance(cell, tuple) else _paragraph(str(cell))
+            line += entry
+        return line
+
+    head = nodes.thead()
+    head += row(headers, header=True)
+    body = nodes.tbody()
+    for cells in rows:
+        body += row(cells)
+    group += head
+    group += body
+    return out
+
+
+def provenance(chapter: str) -> nodes.admonition:
+    """The collapsed Provenance block: full statements and arguments, and every revision, from the register."""
+    from ..claims import claims_module, register_of, register_path
+
+    block = nodes.admonition(classes=["dropdown", "claims-provenance"])
+    block += nodes.title(text="Provenance: full arguments and revisions")
+    block += _paragraph(f"The claims data is {claims_module(chapter)}; its register, "
+                        f"lengthgen/claims/register/{register_path(chapter).name}, keeps what follows and must agree "
+                        "with it on every role and threshold.")
+    items = nodes.bullet_list()
+    for name, entry in register_of(chapter).items():
+        parts = [("statement in full", entry.get("statement")), ("argument", entry.get("argument"))]
+        parts += [("revised", rev["why"] + (f" (was: {rev['was']})" if rev.get("was") else ""))
+                  for rev in entry.get("revisions") or []]
+        parts = [(label, text) for label, text in parts if text]
+        if not parts:
+            continue
+        item = nodes.list_item()
+        item += _paragraph(f"registered: {entry.get('registered')}", literal=name)
+        for label, text in parts:
+            item += _paragraph(f"{label}: {text}")
+        items += item
+    block += items if len(items) else _paragraph("No claim of this chapter has a longer argument or a revision.")
+    return block
+
+
+def chapter_of(docname: str) -> str:
+    """The chapter a page is: ``"book/06_transfer"`` -> ``"06_transfer"``."""
+    return Path(docname).name
+
+
+class ClaimsDirective(SphinxDirective):
+    """``{claims}``: the page's claim table, judged now from its record, and its Provenance block."""
+
+    optional_arguments = 1
+    option_spec = {"record": directives.unchanged}
+
+    def run(self) -> list[nodes.Node]:
+        from ..claims import claims_module, register_path
+        from .fingerprint import code_fingerprint
+        from .paths import RECORDS_DIR, REPO_ROOT
+        from .records import RecordFileError, load_record
+
+        chapter = self.arguments[0] if self.arguments else chapter_of(self.env.docname)
+        path = Path(self.options.get("record") or RECORDS_DIR / f"{chapter}.json")
+        module = REPO_ROOT / "lib" / Path(*claims_module(chapter).split("."))
+        for dependency in (path, module.with_suffix(".py"), register_path(chapter)):
+            self.env.note_dependency(str(dependency))
+        try:
+            record = load_record(path)
+        except RecordFileError as err:
+            return self._refuse(f"{chapter}: no record to judge its claims from ({err}); run make book")
+        if record.get("chapter") != chapter:
+            return self._refuse(f"{path} is the record of {record.get('chapter')!r}, not of {chapter!r}")
+        if "record" not in self.options and record.get("code_fingerprint") != code_fingerprint(chapter):
+            return self._refuse(f"{chapter}: its record was made by other code than this build's; run make book")
+        rows, problems = judged_rows(chapter, record)
+        for problem in problems:
+            logger.warning(problem, location=self.get_location())
+        shown = [[(r["statement"], r["name"]), r["role"], r["threshold"], r["measured"], r["verdict"], r["reason"]]
+                 for r in rows]
+        headers = ["claim", "role", "threshold", "measured", "verdict", "reason"]
+        return [table(headers, shown, [30, 7, 12, 10, 8, 33], ["claims-table"]), provenance(chapter)]
+
+    def _refuse(self, message: str) -> list[nodes.Node]:
+        logger.warning(message, location=self.get_location())
+        return [nodes.paragraph(text=message)]
+
+
+def revision_rows(chapters: list[str]) -> list[list[Any]]:
+    """Every revision of every chapter's claims, in book order: chapter, claim, what changed and why."""
+    from ..claims import register_of
+
+    return [[chapter, ("", name), rev["why"] + (f" (was: {rev['was']})" if rev.get("was") else "")]
+            for chapter in chapters for name, entry in register_of(chapter).items()
+            for rev in entry.get("revisions") or []]
+
+
+class RevisionsDirective(SphinxDirective):
+    """``{claims-revisions}``: every revision in every chapter's register, one row each."""
+
+    def run(self) -> list[nodes.Node]:
+        from ..claims import register_path
+        from .bookcache import toc_chapters
+
+        chapters = toc_chapters()
+        for chapter in chapters:
+            self.env.note_dependency(str(register_path(chapter)))
+        return [table(["chapter", "claim", "revision"], revision_rows(chapters), [12, 18, 70], ["claims-revisions"])]
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_directive("claims", ClaimsDirective)
+    app.add_directive("claims-revisions", RevisionsDirective)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

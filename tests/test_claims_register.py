@@ -1,0 +1,161 @@
+"""Claims as one line of data each, a register per chapter that must agree with them, and claim tables judged when the
+book is built (from the records' values and the claims as they are now)."""
+
+import dataclasses
+import math
+import re
+import shutil
+
+import pytest
+import yaml
+from lengthgen_testing import copy_repository
+
+import lengthgen.claims as claims_layer
+from lengthgen.book import bookcache, fingerprint
+from lengthgen.book.sphinx_claims import judged_rows, revision_rows
+from lengthgen.claims import claims_of, register_of, register_problems, registered_text
+
+CHAPTERS = bookcache.toc_chapters()
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_register_agrees_with_its_claims_data(chapter):
+    assert register_problems(chapter) == []
+
+
+def test_claims_are_one_line_of_data_each():
+    """Statement, reason and threshold text fit in 300 characters; a reason is one sentence (longer arguments and the
+    revisions live in the register)."""
+    for chapter in CHAPTERS:
+        for claim in claims_of(chapter).values():
+            for field in ("statement", "reason", "threshold_text"):
+                text = getattr(claim, field)
+                assert len(text) <= 300, f"{chapter}: {claim.name}.{field} is {len(text)} characters"
+            assert len(SENTENCE_END.split(claim.reason.strip())) == 1, f"{chapter}: {claim.name}'s reason is not one sentence"
+            assert not hasattr(claim, "revised")
+
+
+def test_a_threshold_changed_without_the_register_is_refused():
+    claims = dict(claims_of("06_transfer"))
+    claims["masking_restores"] = dataclasses.replace(claims["masking_restores"], threshold=0.7)
+    problems = register_problems("06_transfer", claims)
+    assert len(problems) == 1 and "'evidence: >= 0.8' in register" in problems[0] and "revision" in problems[0]
+    claims = dict(claims_of("06_transfer"))
+    claims["masking_restores"] = dataclasses.replace(claims["masking_restores"], role="sanity")  # a relabelling too
+    assert register_problems("06_transfer", claims)
+    del claims["masking_restores"]
+    assert any("which the claims data does not" in p for p in register_problems("06_transfer", claims))
+
+
+def test_a_register_entry_must_say_why_and_must_not_replace_a_value_by_itself(tmp_path, monkeypatch):
+    shutil.copytree(claims_layer.REGISTER_DIR, tmp_path / "register")
+    monkeypatch.setattr(claims_layer, "REGISTER_DIR", tmp_path / "register")
+    path = tmp_path / "register" / "transfer.yaml"
+    register = yaml.safe_load(path.read_text())
+    register["masking_restores"]["revisions"] = [dict(was="evidence: >= 0.8", why="")]
+    path.write_text(yaml.safe_dump(register))
+    problems = register_problems("06_transfer")
+    assert any("does not say why" in p for p in problems) and any("by itself" in p for p in problems)
+    register["masking_restores"]["revisions"] = [dict(was="evidence: >= 0.5", why="raised after a review")]
+    register["masking_restores"]["notes"] = "a field the register does not know"
+    path.write_text(yaml.safe_dump(register))
+    assert [p for p in register_problems("06_transfer") if "unknown fields" in p] and len(register_problems("06_transfer")) == 1
+
+
+def test_registered_text_names_the_role_the_comparison_and_the_threshold():
+    equivariance = claims_of("01_equivariance")
+    assert registered_text(equivariance["toeplitz_f32"]) == "proof: <= f32_toeplitz"
+    assert registered_text(equivariance["peak_at_k"]).startswith("evidence, per run: ")
+    assert registered_text(equivariance["hijack_bias"]) == "reported"
+
+
+def robustness_record(**values: float) -> dict:
+    """A chapter 7 record whose every asserted check holds, but for the values given."""
+    checks = []
+    for claim in claims_of("07_robustness").values():
+        value = values.get(claim.name, 0.0)
+        checks.append(dict(name=claim.name, claim=claim.statement, value=value, comparison=claim.comparison,
+                           threshold=0.0 if claim.comparison else math.nan, passed=True if claim.comparison else None,
+                           role=claim.role))
+    return dict(chapter="07_robustness", parameters={}, checks=checks, details={})
+
+
+def test_the_claim_table_is_judged_from_the_values_not_the_stored_verdicts():
+    rows, problems = judged_rows("07_robustness", robustness_record())
+    assert problems == [] and {r["verdict"] for r in rows} == {"holds", "reported"}
+    assert [r["name"] for r in rows] == list(claims_of("07_robustness"))
+    record = robustness_record(missing_runs=2.0)  # stored as passed: judged again, it fails
+    rows, problems = judged_rows("07_robustness", record)
+    assert {r["name"]: r["verdict"] for r in rows}["missing_runs"] == "fails"
+    assert len(problems) == 1 and "missing_runs" in problems[0]
+    rows, problems = judged_rows("07_robustness", robustness_record(error_runs=math.nan))
+    assert {r["name"]: r["verdict"] for r in rows}["error_runs"] == "not judged" and len(problems) == 1
+    record = robustness_record()
+    record["checks"] = [c for c in record["checks"] if c["name"] != "seeds_reused"]  # registered after the run
+    rows, problems = judged_rows("07_robustness", record)
+    assert {r["name"]: r["verdict"] for r in rows}["seeds_reused"] == "not measured" and len(problems) == 1
+
+
+def test_the_claim_table_shows_the_current_wording(monkeypatch):
+    module = claims_layer.importlib.import_module(claims_layer.claims_module("07_robustness"))
+    reworded = tuple(dataclasses.replace(c, reason="Reworded after the run.") for c in module.CLAIMS)
+    monkeypatch.setattr(module, "CLAIMS", reworded)
+    rows, _ = judged_rows("07_robustness", robustness_record())
+    assert {r["reason"] for r in rows} == {"Reworded after the run."}
+
+
+def test_the_revisions_page_lists_every_revision_of_every_register():
+    rows = revision_rows(CHAPTERS)
+    expected = sum(len(entry.get("revisions") or []) for c in CHAPTERS for entry in register_of(c).values())
+    assert len(rows) == expected >= 60
+
+
+def test_rewording_a_claim_is_a_warm_rebuild_and_a_threshold_re_executes(tmp_path, monkeypatch):
+    """The book cache: rewording a claim (or its register) only has the pages that show it read again; changing a
+    threshold re-executes them; nothing else moves."""
+    root = copy_repository(tmp_path)
+    for name in ("_toc.yml", "_config.yml"):
+        shutil.copy(fingerprint.REPO_ROOT / name, root / name)
+    monkeypatch.setattr(bookcache, "unexecuted", lambda root, build=None: [])  # every page has a cached execution
+    monkeypatch.setattr(bookcache, "forget", lambda notebook, build: None)
+    build = tmp_path / "build"
+    assert bookcache.refresh(root, build)["wiped"]
+    quiet = bookcache.refresh(root, build)
+    assert quiet["stale"] == quiet["reworded"] == []
+    claims = root / "lib/lengthgen/claims/carrier.py"
+    text = claims.read_text()
+    claims.write_text(text.replace('"The ', '"Rewritten: the ', 1))
+    reworded = bookcache.refresh(root, build)
+    assert reworded["stale"] == [] and sorted(reworded["reworded"]) == ["03_carrier", "07_robustness"]
+    register = root / "lib/lengthgen/claims/register/transfer.yaml"
+    register.write_text(register.read_text() + "# a note\n")
+    assert sorted(bookcache.refresh(root, build)["reworded"]) == ["06_transfer", "07_robustness"]  # 7 judges all sweeps
+    claims.write_text(text.replace('"<=", 0,', '"<=", 1,', 1))
+    changed = bookcache.refresh(root, build)
+    assert sorted(changed["stale"]) == ["03_carrier", "07_robustness"]
+
+
+def build_page(tmp_path, record: dict) -> tuple[int, str]:
+    """Build a one-page Sphinx project whose page shows chapter 7's claims from ``record``: (exit code, its HTML)."""
+    import json
+
+    from sphinx.cmd.build import build_main
+
+    source = tmp_path / "src"
+    source.mkdir(parents=True)
+    (tmp_path / "record.json").write_text(json.dumps(record))
+    (source / "conf.py").write_text("extensions = ['myst_parser', 'lengthgen.book.sphinx_claims']\n")
+    (source / "index.md").write_text(f"# Claims\n\n```{{claims}} 07_robustness\n:record: {tmp_path / 'record.json'}\n```\n")
+    code = build_main([str(source), str(tmp_path / "html"), "-b", "html", "-W", "-q", "-E"])
+    page = tmp_path / "html" / "index.html"
+    return code, page.read_text() if page.exists() else ""
+
+
+def test_a_page_renders_its_claim_table_and_provenance_and_a_failure_fails_the_build(tmp_path):
+    code, html = build_page(tmp_path / "ok", robustness_record())
+    assert code == 0 and "claims-table" in html and "Provenance: full arguments and revisions" in html
+    assert all(claim.statement.split(" (")[0][:40] in html.replace("&#8217;", "'") for claim in
+               claims_of("07_robustness").values())
+    code, _ = build_page(tmp_path / "failing", robustness_record(missing_runs=3.0))
+    assert code != 0, "a claim that fails on the record must fail the build"
