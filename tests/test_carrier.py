@@ -2,12 +2,10 @@ import numpy as np
 import pytest
 import torch
 
+from lengthgen.analysis.carrier import carrier_phases, coherence, explained_variance, null_coherence
+from lengthgen.analysis.planes import Planes, plane_sum, planes_of, wrap
 from lengthgen.chapters.carrier import (
-    carrier_phases,
-    coherence,
-    explained_variance,
     matched_filter_phases,
-    null_coherence,
     offset_logit_matrix,
     position_features,
     rank_for_energy,
@@ -15,7 +13,6 @@ from lengthgen.chapters.carrier import (
     training_contrast,
     weighted_circular_error,
 )
-from lengthgen.chapters.planes import Planes, plane_sum, planes_of, wrap
 from lengthgen.model.encodings import rope_frequencies
 from lengthgen.model.heads import HeadRunConfig
 

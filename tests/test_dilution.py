@@ -5,20 +5,23 @@ import numpy as np
 import pytest
 import torch
 
+from lengthgen.analysis.kernels import offset_profile
+from lengthgen.analysis.planes import planes_of
 from lengthgen.chapters.dilution_law import (
     half_length,
-    law_masses,
     log2_error,
-    mass_per_token,
-    monte_carlo_accuracy,
-    multinomial_counts,
     observed_last_accuracy,
-    snr_accuracy,
     target_mass,
     toeplitz_attention,
 )
-from lengthgen.chapters.equivariance import offset_attention, offset_profile
-from lengthgen.chapters.planes import planes_of
+from lengthgen.chapters.dilution_law.law import (
+    law_masses,
+    mass_per_token,
+    monte_carlo_accuracy,
+    multinomial_counts,
+    snr_accuracy,
+)
+from lengthgen.chapters.equivariance import offset_attention
 from lengthgen.model.heads import HeadRunConfig
 from lengthgen.model.seeding import generator
 
@@ -68,7 +71,7 @@ def test_target_mass_matches_attention_and_laws_limits():
 
 def test_two_scale_law_averages_fast_planes_with_bessel_factor():
     # one fast plane with amplitude a: far mean of e^{a cos} -> I0(a)
-    from lengthgen.chapters.planes import Planes
+    from lengthgen.analysis.planes import Planes
 
     planes = Planes(np.array([1.0]), np.array([1.5]), np.array([0.2]))
     row = torch.tensor(planes.profile(np.arange(200_000)))

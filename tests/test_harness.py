@@ -6,14 +6,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lengthgen.book import harness
+import lengthgen.chapters.claims_summary.paper as claims_summary_paper
+from lengthgen.book import bookcache, harness
+from lengthgen.book.audit import SUMMARY, audit, current_defaults
 from lengthgen.book.fingerprint import code_cells, code_fingerprint, import_closure, notebook_hash
+from lengthgen.book.parameters import parameters_of
 from lengthgen.book.paths import BOOK_DIR, REPO_ROOT
 from lengthgen.book.records import ChapterRecord
 from lengthgen.book.rerun import checked_parameters, run_key
 from lengthgen.book.sweep import store
-from lengthgen.chapters import claims_summary, parameters_of
-from lengthgen.chapters.claims_summary import SUMMARY, audit, current_defaults
+from lengthgen.chapters import claims_summary
 from lengthgen.claims import ROLES, claims_of, find
 
 
@@ -124,7 +126,7 @@ def write_record(folder: Path, chapter: str, **changes) -> None:
 
 
 def test_audit_accepts_current_records_and_names_every_other_kind(tmp_path):
-    chapters = [c for c in claims_summary.toc_chapters() if c != SUMMARY]
+    chapters = [c for c in bookcache.toc_chapters() if c != SUMMARY]
     for chapter in chapters:
         write_record(tmp_path, chapter)
     result = audit(tmp_path)
@@ -186,22 +188,22 @@ def test_per_run_claims_record_every_runs_verdict(tmp_path):
 def test_dashboard_limits_read_thresholds_from_the_record_and_qualify_only_when_they_fire():
     """Chapter 12's rows: a limit whose threshold is a function of the record (FIRE against LBPE, plain offsets'
     learned runs against the page's seeds) fires only past it, and a missing check never fires."""
-    rows = {claim.key: claim for claim in claims_summary.PAPER_CLAIMS}
+    rows = {claim.key: claim for claim in claims_summary_paper.PAPER_CLAIMS}
     asserted = [dict(name=name, value=0.0, passed=True) for key in ("lbpe", "scale-hint") for name in rows[key].checks]
 
     def reason(key: str, **values: float) -> tuple[str, str]:
         checks = asserted + [dict(name=name, value=value, passed=None) for name, value in values.items()]
         record = dict(parameters=dict(seeds=3, tasks=["reversal", "mode"], schemes=["rpe", "rpe_scale_hint"]), checks=checks)
-        return claims_summary.judge(rows[key], {"12_sequential_complexity": record})
+        return claims_summary_paper.judge(rows[key], {"12_sequential_complexity": record})
 
     assert "FIRE" in reason("lbpe", held_out_lbpe_generalizes=0.9, held_out_fire_generalizes=1.0)[1]
     assert "FIRE" not in reason("lbpe", held_out_lbpe_generalizes=0.9, held_out_fire_generalizes=0.5)[1]
     assert "FIRE" not in reason("lbpe", held_out_fire_generalizes=1.0)[1]  # LBPE's share missing: nothing to compare
     assert reason("lbpe", held_out_lbpe_generalizes=0.5)[1].startswith("only a share of 0.50")
     assert "1 of 3 runs" in reason("scale-hint", rpe_learned=1)[1]  # mode has no position head: 3 runs, not 6
-    assert claims_summary.plain_offset_runs(dict(parameters=dict(seeds=3, tasks=["copy"], schemes=["lbpe"]))) == 0
+    assert claims_summary_paper.plain_offset_runs(dict(parameters=dict(seeds=3, tasks=["copy"], schemes=["lbpe"]))) == 0
     assert reason("scale-hint", rpe_learned=3) == ("reproduces", "all 6 checks pass")
-    assert claims_summary.HELD_OUT_SHARE == claims_summary.claims_of("12_sequential_complexity")[
+    assert claims_summary_paper.HELD_OUT_SHARE == claims_of("12_sequential_complexity")[
         "held_out_hint_generalizes"].threshold
 
 

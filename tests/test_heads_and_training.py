@@ -4,7 +4,7 @@ import sys
 import pytest
 import torch
 
-from lengthgen.chapters.equivariance import logit_matrix, toeplitz_deviation
+from lengthgen.analysis.kernels import logit_matrix, toeplitz_deviation
 from lengthgen.model.evaluation import length_sweep, metric_positions
 from lengthgen.model.heads import ApeHead, HeadRunConfig, LinearRunConfig, RopeHead, offset_features, unit_key
 from lengthgen.model.seeding import generator, resolve_device

@@ -9,32 +9,33 @@ from lengthgen.book.parameters import ParameterError
 from lengthgen.book.paths import REPO_ROOT
 from lengthgen.book.rerun import default_parameters
 from lengthgen.chapters.initialization import (
-    ADAM_CONTROL,
-    CHAPTER6_SEEDS,
-    INIT_SCHEMES,
-    STANDARD_BASE,
     Parameters,
     ScaledInitRunConfig,
     adam_control_jobs,
-    balanced_accuracy,
     beaten_beyond_T,
-    configuration_rule,
-    far_lift,
     far_outweighs,
     init_scale_error,
     initial_model,
-    length_only_rule,
-    lift_pairs_value,
     network_jobs,
-    paired_shares,
-    phase_summary,
     plane_changes,
     scale_initialization,
+)
+from lengthgen.chapters.initialization.collapse import (
+    balanced_accuracy,
+    configuration_rule,
+    length_only_rule,
     split_groups,
+)
+from lengthgen.chapters.initialization.phases import (
+    far_lift,
+    lift_pairs_value,
+    paired_shares,
+    phase_summary,
     unseen_phase,
     unseen_phase_lifts,
     unseen_shares,
 )
+from lengthgen.chapters.initialization.registered import ADAM_CONTROL, CHAPTER6_SEEDS, INIT_SCHEMES, STANDARD_BASE
 from lengthgen.model.training import TrainedRun, stack_key
 from lengthgen.model.transformer import NetworkRunConfig, TransformerConfig
 
@@ -151,8 +152,8 @@ def _plane_rows(init, seed, head_dim, specs, T=32, k=5, head=0):
 
 
 def test_far_lift_and_phase_lift_of_single_planes():
-    from lengthgen.chapters.initialization import lift_transfer, phase_lift
-    from lengthgen.chapters.planes import plane_sum
+    from lengthgen.analysis.planes import plane_sum
+    from lengthgen.chapters.initialization.phases import lift_transfer, phase_lift
 
     T, k = 32, 5
     planes = pd.DataFrame(_plane_rows("gpt2", 0, 16, [(0.3, 1.0, 2.0), (0.5, 2.0, -1.0), (4.0, 1.0, 0.0)], T, k))
@@ -271,8 +272,9 @@ def test_parameters_and_jobs():
 
 
 def test_held_out_parameters_and_the_committed_sweep():
-    from lengthgen.chapters.held_out import held_out_runs
-    from lengthgen.chapters.initialization import INIT_HELD_OUT_SEEDS, held_out_values
+    from lengthgen.analysis.held_out import held_out_runs
+    from lengthgen.chapters.initialization.registered import INIT_HELD_OUT_SEEDS
+    from lengthgen.chapters.initialization.verdicts import held_out_values
 
     good = defaults()
     assert good["committed_sweep"] == "initialization"
@@ -295,8 +297,13 @@ def test_held_out_parameters_and_the_committed_sweep():
 def test_held_out_counts_a_run_that_fails_or_lacks_a_check(monkeypatch):
     from types import SimpleNamespace
 
-    from lengthgen.chapters import initialization
-    from lengthgen.chapters.initialization import ADAM_CONTROL_CHECKS, HELD_OUT_CHECKS, PHASE_CHECKS
+    from lengthgen.chapters.initialization import verdicts
+    from lengthgen.chapters.initialization.registered import (
+        ADAM_CONTROL_CHECKS,
+        HELD_OUT_CHECKS,
+        PHASE_CHECKS,
+        REGISTERED_PHASE_LIFT_SHARE,
+    )
 
     def run(key, failing=(), missing=(), phase=1.0):
         """A held-out run's checks; the phase check is a report (no verdict), judged by its value against the bar."""
@@ -304,14 +311,14 @@ def test_held_out_counts_a_run_that_fails_or_lacks_a_check(monkeypatch):
         return [dict(key=key, name=n, offset=3, seeds=key, passed=None if n in PHASE_CHECKS else n not in failing,
                      value=phase if n in PHASE_CHECKS else 0.0) for n in names]
 
-    bar = initialization.REGISTERED_PHASE_LIFT_SHARE
+    bar = REGISTERED_PHASE_LIFT_SHARE
     checks = pd.DataFrame(run("a") + run("b", failing=("collapse_predicted",)) + run("c", missing=PHASE_CHECKS)
                           + run("d", failing=("adam_control_helps",), phase=bar - 0.1) + run("e", phase=bar)
                           + run("f", phase=float("nan")))
-    monkeypatch.setattr(initialization, "held_out_runs", lambda name, chapter: SimpleNamespace(checks=checks, missing=0))
-    values = initialization.held_out_values("initialization")
+    monkeypatch.setattr(verdicts, "held_out_runs", lambda name, chapter: SimpleNamespace(checks=checks, missing=0))
+    values = verdicts.held_out_values("initialization")
     assert values == dict(held_out_complete=0.0, held_out_failures=1.0, held_out_adam_control=1.0, held_out_phases=3.0)
-    table = initialization.held_out_table(checks)
+    table = verdicts.held_out_table(checks)
     phase = table.loc["unseen_phase_lift_gpt2_higher"]
     assert [phase[(3, key)].endswith("(fails)") for key in "abdef"] == [False, False, True, False, True]
     assert table.loc["collapse_predicted"][(3, "b")].endswith("(fails)")
@@ -320,15 +327,16 @@ def test_held_out_counts_a_run_that_fails_or_lacks_a_check(monkeypatch):
 
 def test_chapter_6_seeds_written_out_here_match_chapter_6():
     from lengthgen.book.rerun import default_parameters as chapter_defaults
-    from lengthgen.chapters.transfer import HELD_OUT_SEEDS
     from lengthgen.chapters.transfer import Parameters as TransferParameters
+    from lengthgen.chapters.transfer.registered import HELD_OUT_SEEDS
 
     six = TransferParameters.from_values(chapter_defaults(REPO_ROOT / "book" / "06_transfer.ipynb"))
     assert CHAPTER6_SEEDS == frozenset(six.seed_list) | frozenset(HELD_OUT_SEEDS)
 
 
 def test_adam_control_values_pair_by_seed_and_judge_learned_networks_only():
-    from lengthgen.chapters.initialization import InitializationStudy, adam_control_values
+    from lengthgen.chapters.initialization import InitializationStudy
+    from lengthgen.chapters.initialization.verdicts import adam_control_values
 
     def part(init: str, accuracy: dict[int, float], unseen: dict[int, float], learned: set[int]) -> InitializationStudy:
         keys = dict(init=init, head_dim=16, base_kind="standard", offset=5)

@@ -9,11 +9,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from lengthgen.book import rerun, sweep
-from lengthgen.book.parameters import ParameterError, parse_yaml
+from lengthgen.book.parameters import ParameterError, parameters_of, parse_yaml
 from lengthgen.book.records import RecordFileError, load_record
 from lengthgen.book.rerun import checked_parameters, split_parameters
 from lengthgen.book.sweep import check_spec, expand, load_spec
-from lengthgen.chapters import parameters_of
 
 CHAPTERS = sorted(p.stem for p in Path(__file__).parents[1].glob("book/[0-9][0-9]_*.ipynb"))
 

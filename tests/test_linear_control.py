@@ -2,7 +2,7 @@ import math
 
 import torch
 
-from lengthgen.chapters.linear_control import (
+from lengthgen.chapters.linear_control.interpolants import (
     evaluate_linear,
     expected_squared_error,
     gradient_descent,
@@ -86,7 +86,7 @@ def test_unit_key_amplitudes_and_expected_error():
 
 
 def test_far_moments_match_hand_values_and_long_run_averages():
-    from lengthgen.chapters.linear_control import far_moment
+    from lengthgen.chapters.linear_control.law import far_moment
 
     a = torch.tensor([0.3], dtype=D64)
     assert abs(far_moment(a, "linear") - 0.3**2 / 2) < 1e-15
@@ -102,7 +102,7 @@ def test_far_moments_match_hand_values_and_long_run_averages():
 
 
 def test_plane_amplitudes_of_a_unit_key():
-    from lengthgen.chapters.linear_control import plane_amplitudes
+    from lengthgen.chapters.linear_control.law import plane_amplitudes
 
     q = torch.tensor([3.0, 0.0, 4.0, 1.0], dtype=D64)  # planes (q0, q2) and (q1, q3) in the half convention
     freqs = full_band_frequencies(4, 16.0)
@@ -110,7 +110,7 @@ def test_plane_amplitudes_of_a_unit_key():
 
 
 def test_argmax_accuracy_hand_cases():
-    from lengthgen.chapters.linear_control import argmax_accuracy
+    from lengthgen.chapters.linear_control.law import argmax_accuracy
 
     assert argmax_accuracy(1.0, 0.0, 10) == 1.0
     # V = 2: P(m + s Z0 > s Z1) = Phi(m / (s sqrt 2)), s^2 = noise / 4
@@ -122,7 +122,7 @@ def test_argmax_accuracy_hand_cases():
 
 
 def test_collapse_law_matches_sampled_accuracy_of_a_random_kernel():
-    from lengthgen.chapters.linear_control import CollapseLaw
+    from lengthgen.chapters.linear_control.law import CollapseLaw
 
     V, L, k = 16, 400, 3
     f = 0.15 * torch.randn(L, generator=generator(0, "kernel"), dtype=D64)
@@ -135,7 +135,7 @@ def test_collapse_law_matches_sampled_accuracy_of_a_random_kernel():
 
 
 def test_least_bad_interpolant_interpolates_and_beats_min_norm():
-    from lengthgen.chapters.linear_control import least_bad_interpolant
+    from lengthgen.chapters.linear_control.law import least_bad_interpolant
 
     d, T, k, V, L = 16, 6, 2, 8, 96
     cfg = LinearRunConfig(dim=d, vocab=V, train_length=T, offset=k, rope_base=16.0, seed=2, frequency_jitter=0.5)
@@ -173,7 +173,7 @@ def test_normalized_heads_output_distributions():
 
 
 def test_crossing_length_interpolates_in_log_length():
-    from lengthgen.chapters.linear_control import crossing_length
+    from lengthgen.chapters.linear_control.law import crossing_length
 
     assert crossing_length([16, 32, 64], [1.0, 0.9, 0.8]) == math.inf
     assert crossing_length([16, 32, 64], [0.4, 0.3, 0.2]) == 16.0
@@ -182,7 +182,7 @@ def test_crossing_length_interpolates_in_log_length():
 
 
 def test_surrogate_kernel_keeps_the_training_offsets_and_the_far_energy():
-    from lengthgen.chapters.linear_control import far_moment, surrogate_kernel
+    from lengthgen.chapters.linear_control.law import far_moment, surrogate_kernel
 
     f_train = torch.tensor([0.0, 0.0, 1.0, 0.0], dtype=D64)
     amplitudes = torch.tensor([0.3, 0.2, 0.1], dtype=D64)
@@ -194,7 +194,8 @@ def test_surrogate_kernel_keeps_the_training_offsets_and_the_far_energy():
 
 def test_family_bound_caps_every_kernel_of_the_family():
     """f(k)^2 <= d x (far energy per offset) for any q with the unit key, so no kernel beats the bound's noise."""
-    from lengthgen.chapters.linear_control import family_bound, far_moment, plane_amplitudes
+    from lengthgen.chapters.linear_control import family_bound
+    from lengthgen.chapters.linear_control.law import far_moment, plane_amplitudes
 
     d, k = 16, 3
     key = unit_key(d, 4)

@@ -4,10 +4,17 @@ import math
 
 import pytest
 
-from lengthgen.book.parameters import MEMORY_CEILING_GB, ParameterError, parse_value, parse_yaml, user_names
+from lengthgen.book.parameters import (
+    MEMORY_CEILING_GB,
+    ParameterError,
+    module_of,
+    parameters_of,
+    parse_value,
+    parse_yaml,
+    user_names,
+)
 from lengthgen.book.paths import notebook_path
 from lengthgen.book.rerun import default_parameters
-from lengthgen.chapters import module_of, parameters_of
 
 
 def defaults(chapter: str) -> dict:

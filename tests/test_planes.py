@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from lengthgen.chapters.planes import (
+from lengthgen.analysis.planes import (
     Planes,
     coefficients,
     group_margin_kernel,
@@ -89,7 +89,7 @@ def test_predicted_first_hijack():
 
 
 def test_projected_kernel_is_the_nearest_feasible_point():
-    from lengthgen.chapters.planes import projected_kernel
+    from lengthgen.analysis.planes import projected_kernel
 
     g = np.array([[1.0, 0.0], [0.0, 1.0]])
     # from (3, -2) with margin 1: the first constraint is slack, the second binds -> (3, 1)
@@ -99,7 +99,8 @@ def test_projected_kernel_is_the_nearest_feasible_point():
 
 
 def test_feasible_kernels_fit_the_task_with_the_heads_margin():
-    from lengthgen.chapters.carrier import carrier_r2, feasible_kernels
+    from lengthgen.analysis.carrier import carrier_r2
+    from lengthgen.chapters.carrier import feasible_kernels
 
     freqs = 10000.0 ** (-np.arange(8) / 8)
     g = margin_rows(freqs, offset=3, train_length=16)

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from lengthgen.chapters.equivariance import toeplitz_deviation
+from lengthgen.analysis.kernels import toeplitz_deviation
 from lengthgen.model import position_zoo as zoo
 from lengthgen.model.encodings import rope_frequencies, rotate
 

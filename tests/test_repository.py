@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from lengthgen.book import bookcache
+from lengthgen.book.parameters import parameters_of
 from lengthgen.book.paths import BOOK_DIR, LIB_DIR, REPO_ROOT
-from lengthgen.chapters import parameters_of
 
 NOTEBOOKS = sorted(BOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
 PACKAGE = LIB_DIR / "lengthgen"
@@ -53,9 +53,9 @@ def test_parameters_cell_is_literal_declared_and_followed_by_the_harness(path: P
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_the_claim_check_cell_does_not_print_the_record(path: Path):
-    """``chapter.finish()`` (and ``chapter.judge(values)``) returns the chapter's record; as a cell's last expression its whole repr (every check and
-    the details, hundreds of kilobytes) would be rendered on the page. The cell assigns it, or its output is removed
-    (chapters whose committed sweep is keyed by the notebook's code, until that sweep is next regenerated)."""
+    """``chapter.finish()`` and ``chapter.judge(values)`` return the record; as a cell's last expression its whole repr
+    (every check and the details, hundreds of kilobytes) would be rendered on the page. The cell assigns it, or its
+    output is removed."""
     cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
     [cell] = [c for c in cells if any(end in "".join(c["source"]) for end in ("chapter.finish()", "chapter.judge("))]
     last = ast.parse("".join(cell["source"])).body[-1]
@@ -104,20 +104,98 @@ def test_model_code_imports_neither_chapters_nor_book_machinery():
             assert not name.startswith(("lengthgen.chapters", "lengthgen.book")), f"{path.name} imports {name}"
 
 
+LAYERS = ("model", "analysis", "chapters", "book")
+
+
+def modules_of(layer: str) -> list[Path]:
+    """A layer's modules and packages (a package by its ``__init__.py``), without the layer's own ``__init__``."""
+    folder = PACKAGE / layer
+    return sorted([p for p in folder.glob("*.py") if p.stem != "__init__"] + list(folder.glob("*/__init__.py")))
+
+
+def module_name(path: Path) -> str:
+    return path.parent.name if path.name == "__init__.py" else path.stem
+
+
 def test_module_map_lists_every_module():
     doc = ast.get_docstring(ast.parse((PACKAGE / "__init__.py").read_text()))
     readme = (REPO_ROOT / "README.md").read_text()
-    for layer in ("model", "chapters", "book"):
-        for path in sorted((PACKAGE / layer).glob("*.py")):
-            if path.stem != "__init__":
-                assert f"``{path.stem}``" in doc, f"lengthgen/__init__.py's module map lacks {layer}.{path.stem}"
-                assert f"`{path.stem}`" in readme, f"README's module map lacks {layer}.{path.stem}"
+    for layer in LAYERS:
+        for path in modules_of(layer):
+            name = module_name(path)
+            assert f"``{name}``" in doc, f"lengthgen/__init__.py's module map lacks {layer}.{name}"
+            assert f"`{name}`" in readme, f"README's module map lacks {layer}.{name}"
 
 
 def test_each_chapter_has_an_analysis_module_named_like_its_notebook():
     for path in NOTEBOOKS:
         slug = path.stem.partition("_")[2]
-        assert (PACKAGE / "chapters" / f"{slug}.py").exists(), path.name
+        chapter = PACKAGE / "chapters"
+        assert (chapter / f"{slug}.py").exists() or (chapter / slug / "__init__.py").exists(), path.name
+
+
+CHAPTER_SHARED = {"common", "committed", "seeds"}  # the chapter layer's shared parameter groups, runs and seed ledger
+
+
+def chapter_of_module(name: str) -> str | None:
+    """The chapter a ``lengthgen.chapters...`` module belongs to (its top-level module or package), else None."""
+    parts = name.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["lengthgen", "chapters"] else None
+
+
+def every_module(layer: str) -> list[Path]:
+    return sorted(p for p in (PACKAGE / layer).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_no_chapter_imports_another_and_the_analysis_layer_imports_none():
+    """One chapter's code never reaches into another's: what two chapters share lives in the analysis layer (or the
+    chapter layer's shared parameter groups), and the analysis layer uses no chapter."""
+    for path in every_module("chapters"):
+        own = chapter_of_module("lengthgen." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts))
+        for name in imports_of(path):
+            other = chapter_of_module(name)
+            assert other in (None, own, "__init__") or other in CHAPTER_SHARED, (
+                f"chapters/{path.relative_to(PACKAGE / 'chapters')} imports chapter {other}")
+    for path in every_module("analysis"):
+        for name in imports_of(path):
+            assert not name.startswith("lengthgen.chapters"), f"analysis/{path.name} imports {name}"
+
+
+def test_each_analysis_module_serves_at_least_two_chapters():
+    users: dict[str, set[str]] = {}
+    notebooks = {p.stem.partition("_")[2]: "\n".join("".join(c["source"]) for c in json.loads(p.read_text())["cells"])
+                 for p in NOTEBOOKS}
+    for path in every_module("chapters"):
+        own = path.relative_to(PACKAGE / "chapters").parts[0].removesuffix(".py")
+        for name in imports_of(path):
+            if name.startswith("lengthgen.analysis."):
+                users.setdefault(name.split(".")[2], set()).add(own)
+    for slug, text in notebooks.items():
+        for module in re.findall(r"lengthgen\.analysis\.(\w+)", text):
+            users.setdefault(module, set()).add(slug)
+    for path in modules_of("analysis"):
+        served = users.get(module_name(path), set()) - CHAPTER_SHARED
+        assert len(served) >= 2, f"analysis/{path.name} serves {sorted(served)}: move it into that chapter"
+
+
+def test_no_chapter_or_analysis_module_is_over_400_lines():
+    for layer in ("chapters", "analysis"):
+        for path in every_module(layer):
+            lines = len(path.read_text().splitlines())
+            assert lines <= 400, f"{path.relative_to(PACKAGE)} has {lines} lines: split it"
+
+
+def test_the_book_machinery_imports_no_chapter_and_no_library_code_reads_a_notebook():
+    """The machinery finds a chapter's module by name (``book.parameters.module_of``), so the layers import one way;
+    what a chapter needs from its notebook (its defaults) the harness hands it."""
+    for path in every_module("book"):
+        for name in imports_of(path):
+            assert not name.startswith("lengthgen.chapters"), f"book/{path.name} imports {name}"
+    for layer in ("model", "analysis", "chapters"):
+        for path in every_module(layer):
+            text = path.read_text()
+            assert not any(reader in text for reader in ("default_parameters", "notebook_path", ".ipynb")), (
+                f"{path.relative_to(PACKAGE)} reads a notebook")
 
 
 def test_claims_live_in_the_claims_layer_only():
@@ -149,7 +227,7 @@ def test_measurement_fingerprints_leave_out_the_book_machinery_and_the_claims():
         modules = import_closure(code_cells(path), REPO_ROOT / "lib", exclude=NOT_MEASUREMENT)
         layers = {m.relative_to(PACKAGE).parts[0] for m in modules if m.parent != PACKAGE}
         machinery = {m.stem for m in modules if m.parent.name == "book"}
-        assert layers <= {"model", "chapters", "book"} and machinery <= {"__init__", "parallel"}, (
+        assert layers <= {"model", "analysis", "chapters", "book"} and machinery <= {"__init__", "parallel"}, (
             f"{path.name}: measurement fingerprint covers {sorted(layers)}, book modules {sorted(machinery)}")
 
 
@@ -242,3 +320,24 @@ def test_intro_table_lists_every_chapter_once_and_types_no_threshold():
     assert linked == [f"{name}.ipynb" for name in bookcache.toc_chapters()]
     for line in rows:
         assert not re.search(r"\\(ge|le)\b|[≥≤]|10\^\{-|\d+(\.\d+)?\s*%", line), f"a threshold typed in the intro: {line[:80]}"
+
+
+def test_the_seed_ledger_keeps_held_out_seeds_fresh_and_pages_at_their_defaults():
+    from lengthgen.book.audit import current_defaults
+    from lengthgen.chapters.seeds import AVOIDS, LEDGER, every_seed
+
+    for chapter, kinds in LEDGER.items():
+        defaults = current_defaults(chapter)
+        page = range(defaults["seed_start"], defaults["seed_start"] + defaults["seeds"])
+        assert tuple(kinds["page"]) == tuple(page), f"{chapter}: the ledger's page seeds are not the notebook's"
+        held = set(kinds["held_out"])
+        used = {seed for kind, listed in kinds.items() if kind != "held_out" for seed in listed}
+        assert not held & used, f"{chapter}: held-out seeds {sorted(held & used)} were used for something else"
+        for other in AVOIDS.get(chapter, ()):
+            shared = every_seed(chapter) & every_seed(other)
+            assert not shared, f"{chapter} reuses seeds {sorted(shared)} of {other}, whose model it trains"
+    seeds_module = (PACKAGE / "chapters" / "seeds.py").read_text()
+    for path in every_module("chapters"):
+        if path.name != "seeds.py":
+            for literal in re.findall(r"range\((\d+), (\d+)\)", path.read_text()):
+                assert f"range({literal[0]}, {literal[1]})" not in seeds_module, f"{path.name} copies ledger seeds"

@@ -6,6 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from lengthgen.analysis.stats import excess_failure_p_value
 from lengthgen.chapters.robustness import (
     SIGNIFICANCE,
     TOLERATED_FAILURE_RATE,
@@ -13,7 +14,6 @@ from lengthgen.chapters.robustness import (
     failure_lines,
     setting_of,
 )
-from lengthgen.chapters.stats import excess_failure_p_value
 
 
 def test_excess_failure_p_value_is_the_exact_binomial_tail():

@@ -8,6 +8,8 @@ import pandas as pd
 import pytest
 import torch
 
+import lengthgen.chapters.sequential_complexity.registered as sc_registered
+import lengthgen.chapters.sequential_complexity.verdicts as sc_verdicts
 from lengthgen.book.parameters import ParameterError
 from lengthgen.chapters import sequential_complexity as sc
 from lengthgen.claims import sequential_complexity as sc_claims
@@ -90,11 +92,11 @@ def test_verdicts_selections_and_claims_from_runs():
     assert not v.loc[("rpe_scale_hint", 901)].needed and v.loc[("rpe_scale_hint", 901)].selected == "hint_mirror_2"
     assert v.loc[("rpe", 900)].measured == "fails" and not v.loc[("rpe", 900)].agrees
     assert v.loc[("rpe", 901)].measured == "not learned"
-    values = sc.claim_values(own)
+    values = sc_verdicts.claim_values(own)
     assert values["hint_generalizes"] == 0 and values["hint_selects_needed"] == 1 and values["judged_groups"] == 0
     assert values["registered_cells"] == 1 and values["not_learned_runs"] == 1 and values["rpe_learned"] == 1
     assert all(math.isnan(values[c.name]) for c in sc_claims.CLAIMS if c.name.startswith("held_out"))  # no sweep: judged nothing
-    assert sc.claim_values(own[own.seed == 900])["judged_groups"] == 1  # one learned hint run is below the minimum
+    assert sc_verdicts.claim_values(own[own.seed == 900])["judged_groups"] == 1  # one learned hint run is below the minimum
 
     committed = _study([
         ("rpe", "reversal_repeat", 920, 1.0, 0.95, "offset", 1, 4.0),  # SRC grows, yet generalizes: against the conjecture
@@ -104,7 +106,7 @@ def test_verdicts_selections_and_claims_from_runs():
         ("ape", "reversal_repeat", 920, 1.0, 0.95, "absolute", 0, 4.0),  # generalizes: counted apart from the 'only if'
         ("fire", "copy", 920, 1.0, 0.95, "offset", 1, 4.0),  # no SRC verdict of its own
     ])
-    held = sc.claim_values(own, committed, train_scale=4, scale_factor=4)
+    held = sc_verdicts.claim_values(own, committed, train_scale=4, scale_factor=4)
     assert held["held_out_growing_fails"] == 1 and held["held_out_growing_runs"] == 1
     assert held["held_out_absolute_generalizes"] == 1
     assert held["held_out_hint_generalizes"] == 0.0 and held["held_out_selects_needed"] == 1.0
@@ -113,15 +115,16 @@ def test_verdicts_selections_and_claims_from_runs():
     assert held["held_out_hint_gap"] == pytest.approx(0.4 - 0.95)
     assert held["held_out_judged"] == 2  # two hint runs and one LBPE run: below both minimums
     assert held["held_out_disagreements"] == 4  # rpe and ape on reversal_repeat generalize, both hint runs fail
-    assert held["fresh_seeds"] == 0 and sc.claim_values(own.assign(seed=1))["fresh_seeds"] == 4
-    assert sc.claim_values(own, committed.assign(seed=950))["fresh_seeds"] == len(committed)  # outside the held-out seeds
+    assert held["fresh_seeds"] == 0 and sc_verdicts.claim_values(own.assign(seed=1))["fresh_seeds"] == 4
+    outside = committed.assign(seed=950)  # outside the held-out seeds
+    assert sc_verdicts.claim_values(own, outside)["fresh_seeds"] == len(committed)
     v = committed.set_index(["scheme", "task"])
     assert not v.loc[("fire", "copy")].registered and v.loc[("fire", "copy")].selected == "none"
-    cells = sc.cell_table(committed).set_index(["task", "scheme"])
+    cells = sc_verdicts.cell_table(committed).set_index(["task", "scheme"])
     assert cells.loc[("reversal_repeat", "rpe")].predicted == "fails" and cells.loc[("copy", "lbpe")].agree == "1 of 1"
     assert cells.loc[("copy", "fire")].agree == "n/a" and cells.loc[("copy", "fire")].selected == "none"
-    assert sc.disagreements(committed).startswith("rpe on reversal_repeat: conjecture fails, measured generalizes")
-    assert sc.disagreements(committed.iloc[:0]) == "none"
+    assert sc_verdicts.disagreements(committed).startswith("rpe on reversal_repeat: conjecture fails, measured generalizes")
+    assert sc_verdicts.disagreements(committed.iloc[:0]) == "none"
 
 
 def test_added_tasks_have_their_own_checks_and_leave_the_first_sweeps_alone():
@@ -141,8 +144,8 @@ def test_added_tasks_have_their_own_checks_and_leave_the_first_sweeps_alone():
         ("rpe_scale_hint", "addition", 922, 1.0, 0.92, "hint_offset_2", 1, 4.0),  # invariant; generalizes
     ])
     own = first.iloc[:0]
-    alone = sc.claim_values(own, first, train_scale=4, scale_factor=4)
-    both = sc.claim_values(own, pd.concat([first, added], ignore_index=True), train_scale=4, scale_factor=4)
+    alone = sc_verdicts.claim_values(own, first, train_scale=4, scale_factor=4)
+    both = sc_verdicts.claim_values(own, pd.concat([first, added], ignore_index=True), train_scale=4, scale_factor=4)
     for name, value in alone.items():
         if not name.startswith(("held_out_added", "held_out_interleaved")) and name not in (
                 "not_learned_runs", "registered_cells"):  # all runs
@@ -157,10 +160,10 @@ def test_added_tasks_have_their_own_checks_and_leave_the_first_sweeps_alone():
     assert both["held_out_interleaved_runs"] == 1 and both["held_out_interleaved_generalizes"] == 0.0
     assert both["held_out_interleaved_judged"] == 1  # one run, fewer than INTERLEAVED_MINIMUM
     assert math.isnan(alone["held_out_interleaved_generalizes"]) and alone["held_out_interleaved_judged"] == 1
-    groups = sc.held_out_groups(pd.concat([first, added], ignore_index=True), 4, 4)
+    groups = sc_verdicts.held_out_groups(pd.concat([first, added], ignore_index=True), 4, 4)
     assert set(groups["first"].task) == {"reversal_repeat", "copy"}
-    assert sc.rpe_growing_tasks(8, 4) == ("copy_repeat", "reversal_repeat", "parity_cot")
-    assert "addition" in sc.rpe_growing_tasks(8, 4, sc.TRAINED_TASKS)
+    assert sc_verdicts.rpe_growing_tasks(8, 4) == ("copy_repeat", "reversal_repeat", "parity_cot")
+    assert "addition" in sc_verdicts.rpe_growing_tasks(8, 4, sc.TRAINED_TASKS)
 
 
 def test_a_run_whose_tables_are_untouched_selects_nothing():
@@ -174,7 +177,7 @@ def test_a_spread_bias_is_not_a_selection():
     accuracy = pd.DataFrame(_accuracy("rpe_scale_hint", "reversal", 900, 1.0, 1.0))
     usage = pd.DataFrame(_usage("rpe_scale_hint", "reversal", 900, "hint_mirror_2", -1, 1.0)).assign(mass=[1.0, 0.9])
     spread = sc.verdict_table(accuracy, usage, 4, 4).iloc[0]
-    assert spread.selected == "hint_mirror_2" and spread.share < sc.SHARE_FLOOR + 0.1 and spread.needed
+    assert spread.selected == "hint_mirror_2" and spread.share < sc_registered.SHARE_FLOOR + 0.1 and spread.needed
     usage.loc[len(usage)] = dict(usage.iloc[1], relation="hint_offset_2", mass=1.0)  # a third relation as heavy
     assert not sc.verdict_table(accuracy, usage, 4, 4).iloc[0].needed  # the top holds a third of the mass only
 
@@ -186,9 +189,9 @@ def test_the_committed_sweep_is_complete_and_current():
     runs = sc.committed_runs("sequential_complexity")
     assert runs.missing == 0 and runs.study is not None, f"{runs.missing} of {runs.expected} runs missing or stale"
     v = runs.study.verdicts
-    assert set(v.seed) <= set(sc.HELD_OUT_SEEDS) and not set(v.seed) & set(sc.PILOT_SEEDS)
+    assert set(v.seed) <= set(sc.HELD_OUT_SEEDS) and not set(v.seed) & set(sc_registered.PILOT_SEEDS)
     assert len(v) == len(v.drop_duplicates(["scheme", "task", "seed"])) == 3 * (7 * 7 + 2)
-    assert set(sc.ADDED_TASKS) <= set(v.task)
+    assert set(sc_registered.ADDED_TASKS) <= set(v.task)
     assert set(v.scheme) == {"ape", "nope", "rpe", "coupled", "rpe_scale_hint", "lbpe", "fire"}
 
 
@@ -213,7 +216,7 @@ def test_a_measured_run_carries_its_constant_prefix_gaps():
     (cfg,) = sc.run_configs(p)
     measured = sc.measure_run(train(cfg), (sc.evaluated_scales(p), p.eval_batch))
     (row,) = measured["prefix"]
-    assert row["task"] == "parity_cot_interleaved" and row["tied"] < sc.PREFIX_TIE < row["opened"]
+    assert row["task"] == "parity_cot_interleaved" and row["tied"] < sc_registered.PREFIX_TIE < row["opened"]
     study = sc.study_from([measured], 2, 2)
     assert sc.prefix_values(study) == dict(constant_prefix_tie=row["tied"], constant_prefix_opened=row["opened"])
 
@@ -227,11 +230,11 @@ def test_cell_table_orders_cells_and_gives_each_records_wall_time():
         ("rpe_scale_hint", "copy", 920, 1.0, 0.97, "hint_offset_1", 0, 4.0),
         ("ape", "copy", 920, 1.0, 0.5, "absolute", 0, 4.0),
     ])
-    table = sc.cell_table(runs.assign(scheme=runs.scheme.replace({"ape": "someday"})))
+    table = sc_verdicts.cell_table(runs.assign(scheme=runs.scheme.replace({"ape": "someday"})))
     assert list(zip(table.task, table.scheme, strict=True)) == [
         ("copy", "rpe_scale_hint"), ("copy", "fire"), ("copy", "someday"), ("reversal", "rpe")]
     assert "wall_s" not in table and math.isnan(table.set_index("scheme").src_N["fire"])
-    timed = sc.cell_table(runs, {("copy", "ape"): 12.5, ("reversal", "rpe"): 30.0}).set_index(["task", "scheme"])
+    timed = sc_verdicts.cell_table(runs, {("copy", "ape"): 12.5, ("reversal", "rpe"): 30.0}).set_index(["task", "scheme"])
     assert timed.wall_s[("copy", "ape")] == 12.5 and timed.wall_s[("reversal", "rpe")] == 30.0
     assert math.isnan(timed.wall_s[("copy", "fire")])  # no record gave its time
 
@@ -239,7 +242,7 @@ def test_cell_table_orders_cells_and_gives_each_records_wall_time():
 def test_sweep_numbers_count_the_held_out_groups_and_say_not_run_without_a_sweep():
     """The numbers the chapter glues about its committed sweep: each group's counts, plain offsets' learned runs by
     task, and exact intervals; every one reads "not run" without a sweep."""
-    from lengthgen.chapters.complexity_numbers import NOT_RUN, SWEEP_NUMBERS, rasp_comparison, sweep_numbers
+    from lengthgen.chapters.sequential_complexity.numbers import NOT_RUN, SWEEP_NUMBERS, rasp_comparison, sweep_numbers
 
     assert sweep_numbers(None, {}, 0.95) == dict.fromkeys(SWEEP_NUMBERS, NOT_RUN)
     assert rasp_comparison(None).empty
@@ -251,7 +254,7 @@ def test_sweep_numbers_count_the_held_out_groups_and_say_not_run_without_a_sweep
         ("rpe", "addition", 920, 1.0, 0.95, "offset", 1, 4.0),  # an added task: not among the first tasks' counts
     ])
     runs = sc.CommittedRuns(sc.ComplexityStudy(*(pd.DataFrame(),) * 4, committed), 6, 1, 4, 4, [60.0, 120.0], {})
-    values = sc.claim_values(committed.iloc[:0], committed, 4, 4)
+    values = sc_verdicts.claim_values(committed.iloc[:0], committed, 4, 4)
     numbers = sweep_numbers(runs, values, 0.95)
     assert set(numbers) == set(SWEEP_NUMBERS)
     assert numbers["sweep_runs"] == 5 and numbers["sweep_minutes"] == "3" and numbers["sweep_per_record"] == "60-120 s"
@@ -271,7 +274,7 @@ def test_what_chapter_12_says_in_words_about_its_committed_sweep_holds_on_it():
     runs = sc.committed_runs("sequential_complexity")
     v = runs.study.verdicts
     cell = v.set_index(["task", "scheme"]).sort_index()
-    first = v[~v.task.isin(sc.ADDED_TASKS)]
+    first = v[~v.task.isin(sc_registered.ADDED_TASKS)]
     rpe_learned = first[first.scheme == "rpe"].groupby("task").learned.mean()
     # plain offsets: most runs on copy and reversal did not learn in range, none on plain parity, every run on mode
     assert rpe_learned["copy"] < 0.5 and rpe_learned["reversal"] < 0.5
@@ -289,7 +292,7 @@ def test_what_chapter_12_says_in_words_about_its_committed_sweep_holds_on_it():
     even, spread = 0, []
     for row in lbpe.itertuples():
         top = mass[(row.task, row.seed)].nlargest(2)
-        reads = sc.invariant_reads(row.task, "lbpe", runs.train_scale, runs.scale_factor)
+        reads = sc_verdicts.invariant_reads(row.task, "lbpe", runs.train_scale, runs.scale_factor)
         hint_relation = next(name for name in top.index if name != "coupled")
         assert "coupled" in top.index and hint_relation.startswith("hint_") and hint_relation in reads
         even += abs(top.iloc[0] - top.iloc[1]) / top.sum() <= 0.1
@@ -300,8 +303,8 @@ def test_what_chapter_12_says_in_words_about_its_committed_sweep_holds_on_it():
             spread.append(outside / total)
     assert len(lbpe) > 0 and even > len(lbpe) / 2 and max(spread) > 0.5
     assert (lbpe.measured != "generalizes").sum() == 1
-    values = sc.claim_values(v.iloc[:0], v, runs.train_scale, runs.scale_factor)
-    assert values["held_out_lbpe_selects_needed"] < sc.REGISTERED_LBPE_SHARE
+    values = sc_verdicts.claim_values(v.iloc[:0], v, runs.train_scale, runs.scale_factor)
+    assert values["held_out_lbpe_selects_needed"] < sc_registered.REGISTERED_LBPE_SHARE
     # addition: coupled ids learn it in every run and carry it past N; the hint and LBPE in some runs only
     assert (cell.loc[("addition", "coupled"), "measured"] == "generalizes").all()
     for scheme in ("rpe_scale_hint", "lbpe"):

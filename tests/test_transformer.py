@@ -5,21 +5,23 @@ import pytest
 import torch
 
 from lengthgen.chapters.transfer import (
-    MASK_CONDITIONS,
     Parameters,
     content_averaged_kernels,
+    head_target_mass,
+    measure_network,
+    shift_deviation,
+)
+from lengthgen.chapters.transfer.masking import (
     first_collapse,
     forward_with_masked_offsets,
-    head_target_mass,
     hijacking_offsets,
     last_query_masses,
     mask_sets,
     masking_test,
     masking_values,
     masking_verdicts,
-    measure_network,
-    shift_deviation,
 )
+from lengthgen.chapters.transfer.registered import MASK_CONDITIONS
 from lengthgen.model.encodings import identifiable_base, rope_frequencies, rotation_matrix
 from lengthgen.model.evaluation import length_sweep
 from lengthgen.model.seeding import generator
@@ -140,7 +142,7 @@ def test_transfer_measurements_on_a_tiny_network():
 def test_collapse_table_explains_collapses_by_hijacking_offsets():
     import pandas as pd
 
-    from lengthgen.chapters.transfer import collapse_table
+    from lengthgen.chapters.transfer.masking import collapse_table
 
     heads = pd.DataFrame(dict(label=["A", "A", "B", "C"], offset=5, seed=[0, 0, 0, 0], first_hijack=[49, -1, 100, -1]))
     rows = [("A", 32, 1.0), ("A", 64, 0.1), ("B", 32, 1.0), ("B", 64, 0.2), ("C", 32, 1.0), ("C", 64, 0.9)]
@@ -188,11 +190,12 @@ def test_hijacking_offsets_and_first_collapse():
 def test_held_out_parameters_and_values():
     import pandas as pd
 
+    from lengthgen.analysis.held_out import HeldOutRuns
     from lengthgen.book.parameters import ParameterError
     from lengthgen.book.paths import REPO_ROOT
     from lengthgen.book.rerun import default_parameters
-    from lengthgen.chapters.held_out import HeldOutRuns
-    from lengthgen.chapters.transfer import HELD_OUT_SEEDS, held_out_values
+    from lengthgen.chapters.transfer import held_out_values
+    from lengthgen.chapters.transfer.registered import HELD_OUT_SEEDS
 
     good = default_parameters(REPO_ROOT / "book" / "06_transfer.ipynb")
     assert good["committed_sweep"] == "transfer" and not set(Parameters.from_values(good).seed_list) & set(HELD_OUT_SEEDS)
@@ -223,7 +226,7 @@ def test_held_out_parameters_and_values():
 
 
 def test_seen_directions_count_what_the_training_offsets_show():
-    from lengthgen.chapters.transfer import seen_directions
+    from lengthgen.chapters.transfer.carrier_test import seen_directions
     from lengthgen.model.encodings import identifiable_base, rope_frequencies
 
     standard = seen_directions(rope_frequencies(16).double().numpy(), 32)
@@ -232,8 +235,8 @@ def test_seen_directions_count_what_the_training_offsets_show():
 
 
 def test_planes_fitted_to_a_rotary_kernel_recover_its_coefficients():
-    from lengthgen.chapters.planes import MIN_NORM_RCOND, plane_features
-    from lengthgen.chapters.transfer import centred_coefficients, rotary_fit_r2
+    from lengthgen.analysis.planes import MIN_NORM_RCOND, plane_features
+    from lengthgen.chapters.transfer.carrier_test import centred_coefficients, rotary_fit_r2
     from lengthgen.model.encodings import rope_frequencies
 
     freqs = rope_frequencies(16, base=10.0).double().numpy()  # every plane turns within 256 offsets: all identifiable
@@ -247,10 +250,9 @@ def test_planes_fitted_to_a_rotary_kernel_recover_its_coefficients():
 
 
 def test_the_carrier_rank_test_separates_carriers_from_equally_efficient_kernels():
-    from lengthgen.chapters.carrier import carrier_phases
-    from lengthgen.chapters.planes import Planes, coefficients, hard_margin_kernel, margin_rows, plane_features
-    from lengthgen.chapters.transfer import (
-        POWER_MIXES,
+    from lengthgen.analysis.carrier import carrier_phases
+    from lengthgen.analysis.planes import Planes, coefficients, hard_margin_kernel, margin_rows, plane_features
+    from lengthgen.chapters.transfer.carrier_test import (
         carrier_rank_test,
         efficiency_matched_kernel,
         fisher_pooled,
@@ -258,6 +260,7 @@ def test_the_carrier_rank_test_separates_carriers_from_equally_efficient_kernels
         pooled_power,
         visible_coefficients,
     )
+    from lengthgen.chapters.transfer.registered import POWER_MIXES
     from lengthgen.model.encodings import rope_frequencies
 
     freqs, k, T = rope_frequencies(16).double().numpy(), 5, 32
@@ -299,8 +302,8 @@ def test_the_carrier_rank_test_separates_carriers_from_equally_efficient_kernels
     assert one_network[-1] == 0.0  # six heads of one network are one unit: 6 / 20 is no evidence
 
 def test_the_committed_transfer_sweep_is_complete_and_current():
-    from lengthgen.chapters.held_out import held_out_runs
-    from lengthgen.chapters.transfer import HELD_OUT_SEEDS
+    from lengthgen.analysis.held_out import held_out_runs
+    from lengthgen.chapters.transfer.registered import HELD_OUT_SEEDS
 
     held = held_out_runs("transfer", "06_transfer")
     assert held.expected >= 3 and held.missing == 0, "regenerate: make sweep SPEC=data/sweeps/transfer/spec.yaml"
@@ -336,7 +339,8 @@ def test_one_definition_of_an_identifiable_plane_and_the_turning_planes_ablation
     from lengthgen.book.parameters import ParameterError
     from lengthgen.book.paths import REPO_ROOT
     from lengthgen.book.rerun import default_parameters
-    from lengthgen.chapters.transfer import TURNING_ONLY, identifiable_planes, transfer_variants, turning_planes
+    from lengthgen.chapters.transfer import identifiable_planes, transfer_variants, turning_planes
+    from lengthgen.chapters.transfer.registered import TURNING_ONLY
 
     theta = rope_frequencies(16).numpy()  # 1, 0.316, 0.1, ...: at T = 32 only the first two turn a full circle
     assert identifiable_planes(theta, 32).tolist() == [True, True] + [False] * 6
@@ -355,7 +359,7 @@ def test_one_definition_of_an_identifiable_plane_and_the_turning_planes_ablation
 def test_the_carrier_control_trains_single_heads_as_chapter_3_does():
     from lengthgen.book.paths import REPO_ROOT
     from lengthgen.book.rerun import default_parameters
-    from lengthgen.chapters.transfer import CHAPTER3_HEAD
+    from lengthgen.chapters.transfer.registered import CHAPTER3_HEAD
 
     chapter3 = default_parameters(REPO_ROOT / "book" / "03_carrier.ipynb")
     assert {name: chapter3[name] for name in CHAPTER3_HEAD} == CHAPTER3_HEAD
@@ -364,17 +368,12 @@ def test_the_carrier_control_trains_single_heads_as_chapter_3_does():
 def test_the_carrier_summary_pools_each_variant_and_all_heads_once():
     import pandas as pd
 
+    from lengthgen.analysis.planes import hard_margin_kernel, margin_rows, plane_features
     from lengthgen.book.paths import REPO_ROOT
     from lengthgen.book.rerun import default_parameters
-    from lengthgen.chapters.planes import hard_margin_kernel, margin_rows, plane_features
-    from lengthgen.chapters.transfer import (
-        IDENTIFIABLE,
-        POOLED,
-        POWER_MIXES,
-        carrier_rank_test,
-        carrier_summary,
-        transfer_variants,
-    )
+    from lengthgen.chapters.transfer import carrier_summary, transfer_variants
+    from lengthgen.chapters.transfer.carrier_test import POOLED, carrier_rank_test
+    from lengthgen.chapters.transfer.registered import IDENTIFIABLE, POWER_MIXES
     from lengthgen.model.encodings import rope_frequencies
 
     p = Parameters.from_values({**default_parameters(REPO_ROOT / "book" / "06_transfer.ipynb"), "committed_sweep": ""})
@@ -397,7 +396,8 @@ def test_the_carrier_summary_pools_each_variant_and_all_heads_once():
 
 
 def test_chapter_6_reads_chapter_11s_copy_and_reversal_runs():
-    from lengthgen.chapters.transfer import FULL_SEQUENCE_ENCODINGS, FULL_SEQUENCE_TASKS, full_sequence_runs
+    from lengthgen.chapters.transfer.full_sequence import FULL_SEQUENCE_TASKS, full_sequence_runs
+    from lengthgen.chapters.transfer.registered import FULL_SEQUENCE_ENCODINGS
 
     full = full_sequence_runs()
     assert full.study is not None  # the committed zoo_networks sweep is current

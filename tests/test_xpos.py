@@ -6,8 +6,10 @@ import pandas as pd
 import pytest
 import torch
 
+import lengthgen.chapters.zoo.mechanisms as zoo_mechanisms
+import lengthgen.chapters.zoo.verdicts as zoo_verdicts
+from lengthgen.analysis.kernels import as_dtype
 from lengthgen.chapters import zoo
-from lengthgen.chapters.equivariance import as_dtype
 from lengthgen.model.encodings import plane_index
 from lengthgen.model.evaluation import length_sweep
 from lengthgen.model.heads import RopeHead
@@ -122,7 +124,7 @@ def test_the_chapter_runs_xpos_with_its_scale_base_and_pairs_it_with_its_rope_tw
     assert list(pairs.judged) == [True, True, False, False]  # seed 2 has no twin, seed 3's twin did not learn
     assert list(pairs.rope_far[:2]) == [0.2, 0.1] and pairs.rope_far.isna().iloc[2]
     assert list(pairs.parameter_gap[:2]) == [pytest.approx(0.5), 0.0]
-    checks = zoo.xpos_checks(pairs)
+    checks = zoo_verdicts.xpos_checks(pairs)
     # seed 0: 0.11 is nearer the prediction 0.1 than the twin's 0.2; seed 1: 0.12 is nearer the twin's 0.1 than 0.4;
     # seeds 2 and 3 are not judged and count as failing
     assert checks["xpos_far_predicted"] == pytest.approx(0.25) and checks["xpos_generalizes"] == 1.0
@@ -131,8 +133,8 @@ def test_the_chapter_runs_xpos_with_its_scale_base_and_pairs_it_with_its_rope_tw
     assert checks["xpos_parameter_gap"] == pytest.approx(0.25)
     # a decay that moves nothing leaves nothing to judge: the pair fails instead of passing for free
     flat = zoo.xpos_pairs(verdicts, measures.assign(far_predicted=measures.far))
-    assert not flat.judged.any() and zoo.xpos_checks(flat)["xpos_far_predicted"] == 0.0
-    assert zoo.xpos_checks(pairs.iloc[:0])["xpos_far_predicted"] == 1.0
+    assert not flat.judged.any() and zoo_verdicts.xpos_checks(flat)["xpos_far_predicted"] == 0.0
+    assert zoo_verdicts.xpos_checks(pairs.iloc[:0])["xpos_far_predicted"] == 1.0
 
 
 def test_long_positions_stay_finite_in_float32():
@@ -154,7 +156,7 @@ def test_the_prediction_from_the_rope_twin_and_the_far_attention():
     assert not torch.allclose(predicted.position_logits(pos, pos), rope.position_logits(pos, pos))
     far = zoo.far_attention(rope, 12, 48)
     assert 0 < far < 1
-    queries = zoo.diagnostic_queries(12, 48)
+    queries = zoo_mechanisms.diagnostic_queries(12, 48)
     weights = as_dtype(rope, torch.float64).attention(48, queries).detach()
     expected = sum(float(weights[n, : int(q) - 12 + 1].sum()) for n, q in enumerate(queries)) / len(queries)
     assert far == pytest.approx(expected)

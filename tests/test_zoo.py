@@ -8,10 +8,16 @@ import pandas as pd
 import pytest
 import torch
 
+import lengthgen.chapters.zoo.held_out as zoo_held_out
+import lengthgen.chapters.zoo.mechanisms as zoo_mechanisms
+import lengthgen.chapters.zoo.registered as zoo_registered
+import lengthgen.chapters.zoo.verdicts as zoo_verdicts
+from lengthgen.analysis.kernels import toeplitz_deviation
+from lengthgen.book.audit import current_defaults
 from lengthgen.book.parameters import ParameterError
 from lengthgen.chapters import zoo
-from lengthgen.chapters.equivariance import toeplitz_deviation
 from lengthgen.claims import zoo as zoo_claims
+from lengthgen.model import position_zoo
 from lengthgen.model.evaluation import length_sweep
 from lengthgen.model.training import train_together
 from lengthgen.model.zoo_heads import ZOO, RandomizedRopeHead, ZooRunConfig
@@ -73,9 +79,9 @@ def test_randomized_positions_are_sorted_in_span_fixed_per_length_and_fresh_per_
 
 
 def test_verdict_rules_and_tables():
-    assert zoo.measured_verdict(0.98, 1.0) == "not learned"
-    assert zoo.measured_verdict(1.0, zoo.GENERALIZES_FLOOR) == "generalizes"
-    assert zoo.measured_verdict(1.0, 0.5) == "fails"
+    assert zoo_verdicts.measured_verdict(0.98, 1.0) == "not learned"
+    assert zoo_verdicts.measured_verdict(1.0, zoo_registered.GENERALIZES_FLOOR) == "generalizes"
+    assert zoo_verdicts.measured_verdict(1.0, 0.5) == "fails"
     rows = []
     for encoding, beyond in (("t5", 0.2), ("partial_rope", 0.99), ("nope", 0.01)):
         rows += [dict(encoding=encoding, offset=5, seed=0, length=32, metric="in_range",
@@ -85,15 +91,15 @@ def test_verdict_rules_and_tables():
     assert list(verdicts.measured) == ["fails", "generalizes", "not learned"]
     assert list(verdicts.agrees) == [False, False, True]  # the a-priori verdicts for t5 and partial RoPE were wrong
     assert verdicts.agrees_revised.all()
-    table = zoo.agreement_table(verdicts)
+    table = zoo_verdicts.agreement_table(verdicts)
     assert list(table.agree_revised) == [1, 1, 1] and list(table.learned) == [1, 1, 0]
     deviation = pd.DataFrame([dict(encoding="t5", trained=True, t5_margin=0.5)])
-    checks = zoo.revised_checks(verdicts, deviation, [500])
+    checks = zoo_verdicts.revised_checks(verdicts, deviation, [500])
     assert checks == dict(fresh_seeds=0, generalizes_as_revised=0, fails_when_learned=0, learned_majority=0,
                           not_learnable=0, t5_far_outweigh=0)
     # the checks can fail: a T5 run that learned and generalized, a broken partial RoPE, a learning NoPE, reused seeds
     broken = verdicts.assign(measured=["generalizes", "not learned", "fails"], learned=[True, False, True])
-    checks = zoo.revised_checks(broken, deviation.assign(t5_margin=-0.1), [300, 501])
+    checks = zoo_verdicts.revised_checks(broken, deviation.assign(t5_margin=-0.1), [300, 501])
     assert checks == dict(fresh_seeds=1, generalizes_as_revised=1, fails_when_learned=1, learned_majority=1,
                           not_learnable=1, t5_far_outweigh=1)
 
@@ -103,7 +109,7 @@ def test_t5_head_reads_the_bucket_of_the_causal_distance():
     query = torch.tensor([40])
     for distance in (0, 3, 15, 16, 100):
         logit = head.position_logits(query, query - distance)[0, 0]
-        assert logit == head.bucket_logit[zoo.t5_bucket(torch.tensor(-distance))]
+        assert logit == head.bucket_logit[position_zoo.t5_bucket(torch.tensor(-distance))]
     assert head.position_logits(query, query - 7)[0, 0] == head.bucket_logit[7]  # exact buckets below 16
     margin = zoo.t5_far_margin(head, 12, 2, 48)
     with torch.no_grad():
@@ -126,10 +132,11 @@ def test_parameters_are_checked():
     with pytest.raises(ParameterError, match="held-out evidence is the sweep registered for it, 'zoo'"):
         zoo.Parameters.from_values({**base, "committed_sweep": "transfer"})
     zoo.Parameters.from_values({**base, "seed_start": 660})  # the sweep's own runs read no sweep
-    seen = {*zoo.REVISION_SEEDS, *zoo.DESIGN_SEEDS, *zoo.EXPLORED_SEEDS, *range(500, 505)}
+    seen = {*zoo_registered.REVISION_SEEDS, *zoo_registered.DESIGN_SEEDS, *zoo_registered.EXPLORED_SEEDS, *range(500, 505)}
     assert not seen & set(zoo.HELD_OUT_SEEDS)
-    design = [s for starts in zoo.HELD_OUT_DESIGN.values() for s in starts]
-    assert len(design) == len(set(design)) and all(s + zoo.HELD_OUT_RUN_SEEDS - 1 in zoo.HELD_OUT_SEEDS for s in design)
+    design = [s for starts in zoo_registered.HELD_OUT_DESIGN.values() for s in starts]
+    last = zoo_registered.HELD_OUT_RUN_SEEDS - 1
+    assert len(design) == len(set(design)) and all(s + last in zoo.HELD_OUT_SEEDS for s in design)
     zoo.Parameters.from_values({**base, "encodings": ["rope", "xpos"]})
     with pytest.raises(ParameterError, match="'rotary_fraction' = 0.01 is out of range"):
         zoo.Parameters.from_values({**base, "rotary_fraction": 0.01})
@@ -137,7 +144,7 @@ def test_parameters_are_checked():
         zoo.Parameters.from_values({**base, "encodings": ["cope"]})
     with pytest.raises(ParameterError, match="xpos_scale_base"):
         zoo.Parameters.from_values({**base, "xpos_scale_base": 0.5})
-    assert set(zoo.PREDICTED_VERDICTS) == set(zoo.ENCODINGS) == set(zoo.REVISED_VERDICTS) == {*ZOO, "xpos"}
+    assert set(zoo_registered.PREDICTED_VERDICTS) == set(zoo.ENCODINGS) == set(zoo_registered.REVISED_VERDICTS) == {*ZOO, "xpos"}
 
 
 def test_attention_diagnostics():
@@ -166,21 +173,21 @@ def test_fire_drift_prediction():
     import numpy as np
 
     q = np.array([10.0, 32.0, 64.0, 512.0])
-    d = zoo.fire_predicted_offset(1.0, 32.0, 32, 5, q)
+    d = zoo_mechanisms.fire_predicted_offset(1.0, 32.0, 32, 5, q)
     assert np.allclose(d[:2], 5, atol=1e-9)  # up to L the head is relative: no drift
     assert d[2] > 5 and d[3] > d[2]  # beyond L the favoured offset moves farther back
     z_k = np.log1p(5) / np.log1p(32)
     assert np.isclose(d[3], np.expm1(z_k * np.log1p(512)))
-    queries = zoo.drift_queries(32, 40.3, 512)
+    queries = zoo_mechanisms.drift_queries(32, 40.3, 512)
     assert queries.min() == 41 and queries.max() == 511
 
 
 def _held(checks: list[tuple[str, str, str, object]], verdicts: pd.DataFrame, missing: int = 0,
           parameters: list[dict] | None = None, t5: list[float] = (), fire: list[float] = (),
-          xpos_closer: list[bool] = ()) -> zoo.HeldOutZoo:
+          xpos_closer: list[bool] = ()) -> zoo_held_out.HeldOutZoo:
     table = pd.DataFrame([dict(key=k, name=n, role=r, passed=v, value=0.0) for k, n, r, v in checks],
                          columns=["key", "name", "role", "passed", "value"])
-    runs = zoo.HeldOutRuns(table, expected=table.key.nunique() + missing, missing=missing)
+    runs = zoo_held_out.HeldOutRuns(table, expected=table.key.nunique() + missing, missing=missing)
     t5_rows = pd.DataFrame([dict(offset=3, seed=660 + i, t5_margin=m) for i, m in enumerate(t5)],
                            columns=["offset", "seed", "t5_margin"])
     fire_rows = pd.DataFrame([dict(offset=3, seed=660 + i, drift_error=d) for i, d in enumerate(fire)],
@@ -188,37 +195,37 @@ def _held(checks: list[tuple[str, str, str, object]], verdicts: pd.DataFrame, mi
     xpos_rows = pd.DataFrame([dict(offset=3, seed=660 + i, measured="generalizes", judged=True, far=1.0,
                                    far_predicted=1.0 if c else 3.0, rope_far=3.0 if c else 1.0, far_init=1.0,
                                    rope_far_init=1.0, parameter_gap=0.3) for i, c in enumerate(xpos_closer)],
-                             columns=zoo.XPOS_PAIR_COLUMNS)
+                             columns=zoo_verdicts.XPOS_PAIR_COLUMNS)
     diagnostics = pd.DataFrame([dict(encoding=v.encoding, offset=v.offset, seed=v.seed, target_mass=0.5, far_mass=0.1,
                                      argmax_target=0.9 if v.measured == "fails" else 1.0, argmax_pinned=0.0)
                                 for v in verdicts.itertuples()] if len(verdicts) else [],
                                columns=["encoding", "offset", "seed", *zoo.DIAGNOSTIC_COLUMNS])
-    return zoo.HeldOutZoo(runs, verdicts, t5_rows, fire_rows, xpos_rows, diagnostics, parameters or [], [1.0])
+    return zoo_held_out.HeldOutZoo(runs, verdicts, t5_rows, fire_rows, xpos_rows, diagnostics, parameters or [], [1.0])
 
 
 def _heads(encoding: str, measured: list[str], offset: int = 3) -> list[dict]:
-    revised = zoo.REVISED_VERDICTS[encoding][0]
+    revised = zoo_registered.REVISED_VERDICTS[encoding][0]
     return [dict(encoding=encoding, offset=offset, seed=660 + i, learned=m != "not learned", measured=m, revised=revised,
-                 agrees=m == zoo.PREDICTED_VERDICTS[encoding][0], agrees_revised=m == revised, worst_beyond=0.5)
+                 agrees=m == zoo_registered.PREDICTED_VERDICTS[encoding][0], agrees_revised=m == revised, worst_beyond=0.5)
             for i, m in enumerate(measured)]
 
 
 def _design_runs(**change) -> tuple[list[dict], dict]:
     defaults = dict(steps=1000, encodings=["rope"], committed_sweep="zoo", workers=2, device="auto")
-    return [{**defaults, "offsets": [k], "seed_start": start, "seeds": zoo.HELD_OUT_RUN_SEEDS, "committed_sweep": "",
+    return [{**defaults, "offsets": [k], "seed_start": start, "seeds": zoo_registered.HELD_OUT_RUN_SEEDS, "committed_sweep": "",
              "workers": 1, "device": "cpu", **change}
-            for k, starts in zoo.HELD_OUT_DESIGN.items() for start in starts], defaults
+            for k, starts in zoo_registered.HELD_OUT_DESIGN.items() for start in starts], defaults
 
 
 def test_held_out_values_pool_the_verdicts_and_mechanisms():
-    good = {e: ["generalizes" if zoo.REVISED_VERDICTS[e][0] == "generalizes" else "fails"] * 12
-            for e in zoo.EXPECT_LEARNED}
+    good = {e: ["generalizes" if zoo_registered.REVISED_VERDICTS[e][0] == "generalizes" else "fails"] * 12
+            for e in zoo_registered.EXPECT_LEARNED}
     verdicts = pd.DataFrame([h for e, m in good.items() for h in _heads(e, m)]
                             + _heads("nope", ["not learned"] * 12))
     runs, defaults = _design_runs()
-    passing = [("a", n, "evidence", True) for n in zoo.HELD_OUT_EVIDENCE]
+    passing = [("a", n, "evidence", True) for n in zoo_registered.HELD_OUT_EVIDENCE]
     mechanisms = dict(t5=[0.5] * 12, fire=[0.1] * 12, xpos_closer=[True] * 12)
-    values = zoo.held_out_values(_held(passing + [("a", "not_learnable", "sanity", True)], verdicts, 0, runs,
+    values = zoo_held_out.held_out_values(_held(passing + [("a", "not_learnable", "sanity", True)], verdicts, 0, runs,
                                        **mechanisms), defaults)
     assert values["held_out_verdicts"] == 0 and values["held_out_mechanisms"] == 0 and values["held_out_design"] == 0
     assert values["held_out_complete"] == 0 and values["held_out_other_failures"] == 0
@@ -230,41 +237,41 @@ def test_held_out_values_pool_the_verdicts_and_mechanisms():
            "partial_rope": ["fails"] + ["generalizes"] * 11}
     bad.pop("xpos")
     verdicts_bad = pd.DataFrame([h for e, m in bad.items() for h in _heads(e, m)])
-    values = zoo.held_out_values(_held(passing, verdicts_bad, 0, runs, **mechanisms), defaults)
+    values = zoo_held_out.held_out_values(_held(passing, verdicts_bad, 0, runs, **mechanisms), defaults)
     assert values["held_out_verdicts"] == 3  # t5 (nothing judged), rope (4 of 12), xpos (no heads)
-    cells = zoo.held_out_cells(verdicts_bad).set_index("encoding")
+    cells = zoo_held_out.held_out_cells(verdicts_bad).set_index("encoding")
     assert cells.loc["partial_rope", "holds"] and not cells.loc["rope", "holds"] and cells.loc["t5", "judged"] == 0
     assert 0 < cells.loc["sinusoidal", "low"] < 1 and cells.loc["sinusoidal", "high"] == 1.0
     assert values["held_out_offset_cells"] == 2  # rope and t5 at offset 3 (xpos has no cell at all)
     assert values["held_out_partial_argmax"] == pytest.approx(0.9)  # the one failing partial-RoPE head
-    assert math.isnan(zoo.held_out_values(_held(passing, verdicts, 0, runs, **mechanisms), defaults)[
+    assert math.isnan(zoo_held_out.held_out_values(_held(passing, verdicts, 0, runs, **mechanisms), defaults)[
         "held_out_partial_argmax"])  # none fails
     # the pooled mechanisms can fail: T5 margins at or below zero, FIRE drift beyond the tolerance or not computable,
     # xPos heads not closer to the prediction, and too few heads
     broken = dict(t5=[0.5] * 8 + [-0.1] * 4, fire=[0.1] * 10 + [float("nan"), 5.0], xpos_closer=[True] * 9)
-    table = zoo.held_out_mechanism_table(_held(passing, verdicts, 0, runs, **broken)).set_index("mechanism")
+    table = zoo_held_out.held_out_mechanism_table(_held(passing, verdicts, 0, runs, **broken)).set_index("mechanism")
     assert list(table.misses) == [4, 2, 0] and list(table.holds) == [False, True, False]  # xpos: 9 < 10 heads
     unlearned = verdicts.assign(learned=verdicts.encoding != "fire")
-    table = zoo.held_out_mechanism_table(_held(passing, unlearned, 0, runs, **mechanisms)).set_index("mechanism")
+    table = zoo_held_out.held_out_mechanism_table(_held(passing, unlearned, 0, runs, **mechanisms)).set_index("mechanism")
     assert table.loc["fire_drift", "judged"] == 0 and not table.loc["fire_drift", "holds"]  # unlearned FIRE is no evidence
     # per run: a failing evidence check, a missing one, a failing sanity check, a stale run, runs off the design
-    failing = [("a", n, "evidence", n != "fire_drift") for n in zoo.HELD_OUT_EVIDENCE]
-    partial = [("b", n, "evidence", True) for n in zoo.HELD_OUT_EVIDENCE[1:]]
-    values = zoo.held_out_values(_held(failing + partial + [("b", "not_learnable", "sanity", False)], verdicts, 1,
+    failing = [("a", n, "evidence", n != "fire_drift") for n in zoo_registered.HELD_OUT_EVIDENCE]
+    partial = [("b", n, "evidence", True) for n in zoo_registered.HELD_OUT_EVIDENCE[1:]]
+    values = zoo_held_out.held_out_values(_held(failing + partial + [("b", "not_learnable", "sanity", False)], verdicts, 1,
                                        runs[1:], **mechanisms), defaults)
     assert values["held_out_run_failures"] == 2 and values["held_out_other_failures"] == 1
     assert values["held_out_complete"] == 1
-    assert values["held_out_design"] == zoo.HELD_OUT_RUN_SEEDS  # the dropped run's heads are missing
+    assert values["held_out_design"] == zoo_registered.HELD_OUT_RUN_SEEDS  # the dropped run's heads are missing
     for change in (dict(steps=2000), dict(device="cuda"), dict(seed_start=640)):
         off = [{**runs[0], **change}, *runs[1:]]
-        values = zoo.held_out_values(_held(passing, verdicts, 0, off, **mechanisms), defaults)
+        values = zoo_held_out.held_out_values(_held(passing, verdicts, 0, off, **mechanisms), defaults)
         assert values["held_out_design"] >= 1, change
-    twice = zoo.held_out_values(_held(passing, verdicts, 0, [*runs, runs[0]], **mechanisms), defaults)
+    twice = zoo_held_out.held_out_values(_held(passing, verdicts, 0, [*runs, runs[0]], **mechanisms), defaults)
     assert twice["held_out_design"] == 1  # the same heads drawn by two runs
     # no sweep: nothing to read and nothing missing, but no evidence (NaN fails == 0); a sweep without runs likewise
-    assert zoo.held_out_values(None)["held_out_complete"] == 0
-    assert math.isnan(zoo.held_out_values(None)["held_out_verdicts"])
-    empty = zoo.held_out_values(_held([], verdicts.iloc[:0], missing=6))
+    assert zoo_held_out.held_out_values(None, {})["held_out_complete"] == 0
+    assert math.isnan(zoo_held_out.held_out_values(None, {})["held_out_verdicts"])
+    empty = zoo_held_out.held_out_values(_held([], verdicts.iloc[:0], missing=6), {})
     assert empty["held_out_complete"] == 6 and math.isnan(empty["held_out_mechanisms"])
 
 
@@ -277,18 +284,18 @@ def test_the_committed_spec_is_the_registered_design():
 
     runs = [r for r in expand(load_spec(SWEEPS_DIR / zoo.HELD_OUT_SWEEP / "spec.yaml")) if r.chapter == "10_zoo"]
     parameters = [json.loads(json.dumps(checked_parameters(r.chapter, r.overrides).as_dict())) for r in runs]
-    held = zoo.HeldOutZoo(None, *[pd.DataFrame()] * 5, parameters, [])
-    assert zoo.design_violations(held, default_parameters(notebook_path("10_zoo"))) == 0
+    held = zoo_held_out.HeldOutZoo(None, *[pd.DataFrame()] * 5, parameters, [])
+    assert zoo_held_out.design_violations(held, default_parameters(notebook_path("10_zoo"))) == 0
 
 
 def test_the_held_out_lists_cover_the_evidence_checks():
     evidence = {c.name for c in zoo_claims.CLAIMS if c.role == "evidence" and c.comparison and not c.name.startswith("held_out")}
-    assert evidence == set(zoo.HELD_OUT_EVIDENCE) and set(zoo.HELD_OUT_MECHANISMS) < evidence
+    assert evidence == set(zoo_registered.HELD_OUT_EVIDENCE) and set(zoo_registered.HELD_OUT_MECHANISMS) < evidence
 
 
 def test_the_committed_zoo_sweep_is_complete_current_and_on_its_design():
-    held = zoo.held_out_zoo(zoo.HELD_OUT_SWEEP)
+    held = zoo_held_out.held_out_zoo(zoo.HELD_OUT_SWEEP)
     assert held.runs.expected == 6 and held.runs.missing == 0, "regenerate: make sweep SPEC=data/sweeps/zoo/spec.yaml"
-    values = zoo.held_out_values(held)
+    values = zoo_held_out.held_out_values(held, current_defaults("10_zoo"))
     assert values["held_out_design"] == 0 and set(held.verdicts.seed) <= set(zoo.HELD_OUT_SEEDS)
-    assert len(held.verdicts) == 6 * zoo.HELD_OUT_RUN_SEEDS * len(zoo.ENCODINGS) and len(held.xpos) == 30
+    assert len(held.verdicts) == 6 * zoo_registered.HELD_OUT_RUN_SEEDS * len(zoo.ENCODINGS) and len(held.xpos) == 30

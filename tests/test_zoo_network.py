@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
+from lengthgen.analysis import network_zoo
 from lengthgen.book.parameters import ParameterError
 from lengthgen.chapters import zoo_networks
 from lengthgen.model.seeding import generator
@@ -146,7 +147,7 @@ def test_parameters_validate_before_work():
 def test_every_cell_has_a_registered_prediction():
     for encoding in NETWORK_ZOO:
         for task in ("shift", "copy", "reversal"):
-            verdict, reason = zoo_networks.PREDICTED_VERDICTS[(encoding, task)]
+            verdict, reason = network_zoo.PREDICTED_VERDICTS[(encoding, task)]
             assert verdict in ("generalizes", "fails", "not learned") and reason
 
 
@@ -199,17 +200,17 @@ def test_cell_table_numbers_and_disagreements():
     accuracy = _runs([("rope", "shift", 1, 1.0, 0.95), ("rope", "shift", 2, 1.0, 0.5), ("nope", "shift", 1, 0.2, 0.0)])
     study = zoo_networks.NetworkZooStudy(accuracy, pd.DataFrame(columns=["encoding", "task", "seed", "step", "loss"]),
                                          zoo_networks.verdict_table(accuracy, 4))
-    table = zoo_networks.cell_table(study.verdicts).set_index("encoding")
+    table = network_zoo.cell_table(study.verdicts).set_index("encoding")
     assert table.loc["rope", "agree"] == "1 of 2" and table.loc["rope", "exact_at_2N"] == pytest.approx(0.725)
     assert table.loc["nope", "measured"] == "not learned x1"
-    numbers = zoo_networks.cell_numbers(study, 4)
+    numbers = network_zoo.cell_numbers(study, 4)
     assert numbers["shift_rope_n1"] == "0.72" and numbers["shift_rope_learned"] == "2 of 2"
     assert numbers["shift_nope_learned"] == "0 of 1" and numbers["shift_rope_largest"] == "0.72"
-    assert numbers["copy_t5_n1"] == "not run" and zoo_networks.cell_numbers(None, 4)["reversal_fire_learned"] == "not run"
-    assert zoo_networks.disagreements(study.verdicts) == ("rope on shift: registered generalizes, measured fails in 1 "
+    assert numbers["copy_t5_n1"] == "not run" and network_zoo.cell_numbers(None, 4)["reversal_fire_learned"] == "not run"
+    assert network_zoo.disagreements(study.verdicts) == ("rope on shift: registered generalizes, measured fails in 1 "
                                                           "of 2; nope on shift: registered fails, measured not learned "
                                                           "in 1 of 1")
-    assert zoo_networks.disagreements(study.verdicts.iloc[:0]) == "none"
+    assert network_zoo.disagreements(study.verdicts.iloc[:0]) == "none"
     assert study.select(("copy",)) is None and study.select(("shift",), (2,)).verdicts.seed.tolist() == [2]
 
 
@@ -221,7 +222,7 @@ def test_literature_sizes_map_their_lengths_to_the_same_multiples():
 def test_the_committed_sweep_is_complete_and_current():
     """Every run the spec of ``data/sweeps/zoo_networks`` lists has a record made by this code and this notebook (a
     change to anything chapter 11 runs makes the sweep stale: regenerate it with ``make sweep``)."""
-    runs = zoo_networks.committed_runs("zoo_networks")
+    runs = network_zoo.committed_runs("zoo_networks")
     assert runs.missing == 0 and runs.study is not None, f"{runs.missing} of {runs.expected} runs missing or stale"
     assert set(runs.study.accuracy.task) == {"copy", "reversal", "shift"}
     held = runs.study.select(("shift",), zoo_networks.HELD_OUT_SHIFT_SEEDS)

@@ -1,8 +1,8 @@
 """lengthgen: why rotary attention extrapolates and learned absolute positions memorize.
 
-The library behind the book, in four layers. Notebooks set parameters, call into them, plot
-and assert. A run's key covers the model and chapter layers it imports (what measures), never
-the claims or the book machinery (what judges and renders).
+The library behind the book, in five layers. Notebooks set parameters, call into them, plot
+and assert. A run's key covers the model, analysis and chapter modules it imports (what
+measures), never the claims or the book machinery (what judges and renders).
 
 ``lengthgen.model`` - the models and how they are trained and scored (imports nothing else here):
     ``seeding``      one integer seed, separate random streams per purpose; the run's device
@@ -26,31 +26,38 @@ the claims or the book machinery (what judges and renders).
                      prediction, preconditioned SGD, Linear Representation Complexity
     ``linear_rnn``   overparameterized linear RNNs trained on an impulse response; Hankel rank of the learned system
 
-``lengthgen.chapters`` - one analysis module per chapter, named like its notebook:
-    ``equivariance`` (01), ``absolute_pinning`` (02), ``carrier`` (03), ``dilution_law`` (04),
-    ``linear_control`` (05), ``transfer`` (06), ``robustness`` (07), ``position_only`` (08),
-    ``connections`` (09), ``zoo`` (10), ``zoo_networks`` (11), ``sequential_complexity`` (12),
-    ``initialization`` (13), ``claims_summary`` (99);
-    each declares the chapter's ``Parameters``. Besides them:
-    ``common``       parameter groups and run configurations several chapters share
-    ``stats``        binomial intervals, seed summaries, prediction agreement
+``lengthgen.analysis`` - measurements more than one chapter makes (imports no chapter; each serves two or more):
+    ``planes``       a rotary kernel as one cosine per plane; max-margin and min-norm alternatives; the
+                     random-phase tail that predicts the first far offset to beat the target
+    ``kernels``      a head's logits as a function of the offset: the offset profile and the Toeplitz test
+    ``carrier``      the carrier (one cosine per plane, in phase at the target) and how close a kernel is to it
     ``network_probes`` what chapters 6 and 13 read off a trained network's attention: target mass per head,
                      content-averaged kernels, mean query and key on training-length sequences
     ``held_out``     the reader of a chapter's committed sweep of held-out runs (chapters 6, 10, 13)
-    ``committed``    the ``committed_sweep`` parameter group: the sweep a chapter reads, its held-out seeds kept
-                     off the page (chapter 10; the others declare it themselves until their sweeps are regenerated)
-    ``complexity_numbers`` what chapter 12's prose and tables state about its committed sweep (counts, shares
-                     with their intervals, plain offsets beside RASP-L)
-    ``planes``       a rotary kernel as one cosine per plane; max-margin and min-norm alternatives; the
-                     random-phase tail that predicts the first far offset to beat the target
+    ``network_zoo``  chapter 11's registered verdicts, the per-cell tables and its committed-sweep reader (6, 11)
+    ``lrc``          Linear Representation Complexity verdicts by linear algebra alone (chapters 8, 9)
+    ``stats``        binomial intervals, seed summaries, prediction agreement
 
-``lengthgen.claims`` - the claims data, outside every run's key: the ``Claim`` record and its roles, and one
-    module per chapter named like its analysis module (``claims.transfer``), each with its ``CLAIMS``:
-    every claim check's statement, comparison, threshold, role, reason and revision note
+``lengthgen.chapters`` - one module or small package per chapter, named like its notebook, its
+    ``Parameters`` and pipeline first: ``equivariance`` (01), ``absolute_pinning`` (02), ``carrier`` (03),
+    ``dilution_law`` (04), ``linear_control`` (05), ``transfer`` (06), ``robustness`` (07), ``position_only`` (08),
+    ``connections`` (09), ``zoo`` (10), ``zoo_networks`` (11), ``sequential_complexity`` (12),
+    ``initialization`` (13), ``claims_summary`` (99). A package keeps its fixed settings in ``registered`` and
+    splits what it measures into modules named for it (``transfer.masking``, ``zoo.held_out``). No chapter
+    imports another. Shared by the chapters:
+    ``common``       parameter groups and run configurations several chapters share
+    ``committed``    the ``committed_sweep`` parameter group: the sweep a chapter reads, its held-out seeds kept
+                     off the page (chapters 6, 10, 11, 12 and 13)
+    ``seeds``        the seed ledger: every chapter's page, pilot, revision and held-out seeds, written once
+
+``lengthgen.claims`` - the claims data, outside every run's key: the ``Claim`` record and its roles, one
+    module per chapter named like its analysis module (``claims.transfer``), each with its ``CLAIMS`` (one line
+    of data a claim), and ``register/``, per chapter the full arguments and every revision
 
 ``lengthgen.book`` - the machinery between the models and the rendered book:
     ``harness``      ``Chapter``: validate, record, assert and time a chapter, in one object
-    ``parameters``   typed chapter parameters, their rules, strict command-line values
+    ``audit``        which chapter records of a build are current (the summary page's audit)
+    ``parameters``   typed chapter parameters, their rules, strict command-line values; a chapter's module by name
     ``records``      results records and what produced them
     ``judging``      stored values judged against the claims as they are now, never by a stored verdict
     ``fingerprint``  measurement and page fingerprints, notebook hashes, the build fingerprint

@@ -156,8 +156,7 @@ def import_closure(sources: list[str], lib: Path, exclude: tuple[str, ...] = ())
 
 def declaration(chapter: str) -> type:
     """The chapter's ``Parameters`` class, or the bare base for a notebook that is not a library chapter."""
-    from ..chapters import parameters_of
-    from .parameters import ChapterParameters
+    from .parameters import ChapterParameters, parameters_of
 
     try:
         return parameters_of(chapter)
@@ -265,13 +264,19 @@ def read_sweep_files(chapter: str, root: Path = REPO_ROOT) -> list[Path]:
 
 
 def swept_constants(chapter: str) -> list[str]:
-    """The committed sweeps a chapter's analysis module names in a constant ending in ``_SWEEP`` (the convention for a
-    sweep a page reads besides its own ``committed_sweep``, e.g. chapter 6 reading chapter 11's)."""
-    from ..chapters import module_of
+    """The committed sweeps a chapter's analysis module (or any module of its package) names in a constant ending in
+    ``_SWEEP`` (the convention for a sweep a page reads besides its own ``committed_sweep``, e.g. chapter 6 reading
+    chapter 11's)."""
+    import importlib
+    import pkgutil
+
+    from .parameters import module_of
 
     try:
         module = module_of(chapter)
     except ValueError:
         return []
-    return [value for name, value in vars(module).items()
-            if name.endswith("_SWEEP") and isinstance(value, str) and value]
+    modules = [module] + [importlib.import_module(info.name)
+                          for info in pkgutil.iter_modules(getattr(module, "__path__", []), f"{module.__name__}.")]
+    return list(dict.fromkeys(value for m in modules for name, value in vars(m).items()
+                              if name.endswith("_SWEEP") and isinstance(value, str) and value))

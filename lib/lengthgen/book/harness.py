@@ -28,11 +28,10 @@ from typing import Any
 import pandas as pd
 
 from .. import __version__
-from ..chapters import parameters_of
 from ..claims import Claim, claims_of, find
 from . import fingerprint
 from .glue import glue
-from .parameters import user_names
+from .parameters import parameters_of, user_names
 from .paths import RECORDS_DIR, notebook_path
 from .plotting import set_theme
 from .records import COMPARISONS, ChapterRecord
@@ -83,6 +82,14 @@ class Chapter:
         for claim in self.claims.values():
             if claim.comparison:
                 glue(f"thr_{claim.name}", self.threshold(claim.name))
+
+    @property
+    def defaults(self) -> dict:
+        """The notebook's own parameters cell, validated (what a committed sweep's design keeps fixed), whatever this
+        run's parameters are."""
+        from .audit import current_defaults
+
+        return current_defaults(self.name)
 
     @property
     def device(self) -> str:

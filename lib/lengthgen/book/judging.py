@@ -31,8 +31,8 @@ def holds(value: float, comparison: str, threshold: float) -> bool:
 
 def rejudge(record: dict) -> dict:
     """A copy of a stored record whose every verdict is recomputed from its values and the current claims."""
-    from ..chapters import parameters_of
     from ..claims import claims_of
+    from .parameters import parameters_of
 
     chapter = record["chapter"]
     claims = claims_of(chapter)

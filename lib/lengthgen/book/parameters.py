@@ -16,6 +16,7 @@ octal 8.
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 import types
@@ -250,3 +251,28 @@ def parse_yaml(text: str, where: str = "value") -> Any:
 def parse_value(name: str, text: str) -> Any:
     """The value of ``-p NAME VALUE``: ``7``, ``0.5``, ``1e-3``, ``[3, 5]``, ``cpu`` (a leading zero is an error)."""
     return parse_yaml(text, where=f"parameter {name!r}")
+
+
+# -- finding a chapter's module and parameters by its name ---------------------------------------------------------
+
+def module_of(chapter: str) -> types.ModuleType:
+    """The analysis module of a chapter: ``"06_transfer"`` -> :mod:`lengthgen.chapters.transfer`."""
+    number, _, slug = chapter.partition("_")
+    if not (number.isdigit() and slug):
+        raise ValueError(f"{chapter!r} is not a chapter name of the form NN_slug")
+    name = f"lengthgen.chapters.{slug}"
+    try:
+        return importlib.import_module(name)  # by name: the book machinery imports no chapter
+    except ModuleNotFoundError as err:
+        if err.name != name:
+            raise
+        raise ValueError(f"chapter {chapter!r} has no analysis module {name}") from err
+
+
+def parameters_of(chapter: str) -> type:
+    """The chapter's ``Parameters`` declaration."""
+    parameters = module_of(chapter).Parameters
+    if parameters.chapter != chapter:
+        raise ValueError(f"lengthgen.chapters.{chapter.partition('_')[2]}.Parameters declares chapter "
+                         f"{parameters.chapter!r}, not {chapter!r}")
+    return parameters

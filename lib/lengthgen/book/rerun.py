@@ -47,7 +47,7 @@ logging.getLogger("papermill").addFilter(_KnownInjection())
 
 def chapter_of(notebook: Path) -> str:
     """The chapter name (file stem) of a notebook, checked against the chapters that declare parameters."""
-    from ..chapters import parameters_of
+    from .parameters import parameters_of
 
     chapter = Path(notebook).stem
     try:
@@ -73,7 +73,7 @@ def default_parameters(notebook: Path) -> dict[str, Any]:
 
 def checked_parameters(chapter: str, overrides: dict[str, Any]) -> ChapterParameters:
     """Defaults merged with ``overrides``, validated by the chapter's declaration (raises :class:`ParameterError`)."""
-    from ..chapters import parameters_of
+    from .parameters import parameters_of
 
     try:
         declaration = parameters_of(chapter)
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         chapter = chapter_of(args.notebook)
         if args.describe:
-            from ..chapters import parameters_of
+            from .parameters import parameters_of
 
             print(parameters_of(chapter).describe())
             return 0

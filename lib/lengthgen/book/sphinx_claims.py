@@ -69,9 +69,9 @@ def threshold_text(claim: Any, bar: float) -> str:
 
 def judged_rows(chapter: str, record: dict) -> tuple[list[dict], list[str]]:
     """One row per registered claim, judged from the record's values and the current claims; and every problem."""
-    from ..chapters import parameters_of
     from ..claims import claims_of
     from .judging import rejudge
+    from .parameters import parameters_of
 
     judged = rejudge(record)
     parameters: list[Any] = []  # built once, only if a threshold is a function of the parameters

@@ -107,7 +107,7 @@ def check_spec(spec: Any, where: str) -> None:
     """Refuse, naming the key and what it must be, a spec of any other shape: unknown keys at the top or in a chapter,
     an unknown chapter, ``workers`` that is not a positive integer, a grid axis without values, points that are not
     parameter mappings. (Parameter names and values are the chapter's to check, in :func:`expand`.)"""
-    from ..chapters import parameters_of
+    from .parameters import parameters_of
 
     if not isinstance(spec, dict) or not isinstance(spec.get("chapters"), dict) or not spec["chapters"]:
         raise ParameterError(f"{where}: a sweep spec is a mapping with a non-empty 'chapters' mapping")

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..analysis.stats import binomial_interval
 from ..book.parameters import ParameterError, parameter
 from ..model.evaluation import doubling_lengths, length_sweep
 from ..model.heads import ApeHead, HeadRunConfig
@@ -26,7 +27,6 @@ from ..model.seeding import generator
 from ..model.tasks import task_batch
 from ..model.training import TrainedRun
 from .common import GB, Execution, HeadTraining, LengthSweep, head_run_configs, map_stacked
-from .stats import binomial_interval
 
 DEFAULT_TABLE_INIT_STD = 0.02  # the GPT-2 convention for learned position tables
 CHANCE_CEILING = 2.0  # "at chance" in practice: no length's exact upper bound above this multiple of 1/V

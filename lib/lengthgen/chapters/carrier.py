@@ -25,12 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..book.parameters import parameter
-from ..model.heads import HeadRunConfig
-from ..model.seeding import derive_seed
-from ..model.training import TrainedRun
-from .common import Execution, HeadTraining, head_run_configs, map_stacked
-from .planes import (
+from ..analysis.carrier import FEASIBLE_QUANTILE, carrier_phases, carrier_r2, coherence, explained_variance, null_coherence
+from ..analysis.planes import (
     Planes,
     amplitude_norm,
     coefficients,
@@ -40,15 +36,18 @@ from .planes import (
     min_norm_interpolant,
     plane_features,
     plane_sum,
-    planes_from_coefficients,
     planes_from_vectors,
     planes_of,
     projected_kernel,
     wrap,
 )
+from ..book.parameters import parameter
+from ..model.heads import HeadRunConfig
+from ..model.seeding import derive_seed
+from ..model.training import TrainedRun
+from .common import Execution, HeadTraining, head_run_configs, map_stacked
 
 FEASIBLE_DRAWS = 50  # random kernels per run that fit the training offsets as well as the head does
-FEASIBLE_QUANTILE = 0.95  # the learned head must beat this quantile of them
 NULL_QUANTILE = 0.999  # the quantile of the random-phase coherence null a run must clear
 
 
@@ -62,11 +61,6 @@ class Parameters(HeadTraining, Execution):
     null_draws: int = parameter("random-phase kernels drawn for the null distribution", 100, 1_000_000)
     energy: float = parameter("share of squared singular values that defines the effective rank", 0.5, 0.999999)
     far_factor: int = parameter("offsets beyond T on which the alternatives are scored, up to far_factor x T", 2, 4096)
-
-
-def carrier_phases(freqs: np.ndarray, offset: int) -> np.ndarray:
-    """The carrier's phases ``-theta_m k``: every plane's cosine peaks at ``D = k``."""
-    return wrap(-freqs * offset)
 
 
 def training_contrast(offset: int, train_length: int) -> np.ndarray:
@@ -96,27 +90,9 @@ def matched_filter_phases(freqs: np.ndarray, offset: int, train_length: int) -> 
     return np.angle(projection)
 
 
-def coherence(weights: np.ndarray, errors: np.ndarray) -> float:
-    """Weighted resultant length ``|sum w e^{i err}| / sum w``: 1 when every error is zero, ~0 when random."""
-    return float(np.abs((weights * np.exp(1j * errors)).sum()) / weights.sum())
-
-
 def weighted_circular_error(weights: np.ndarray, errors: np.ndarray) -> float:
     """Weighted mean absolute phase error (radians), errors wrapped to ``(-pi, pi]``."""
     return float((weights * np.abs(wrap(errors))).sum() / weights.sum())
-
-
-def null_coherence(weights: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
-    """Coherence of ``draws`` random-phase kernels with the same amplitudes: the null distribution."""
-    phases = rng.uniform(-np.pi, np.pi, size=(draws, len(weights)))
-    return np.abs((weights[None, :] * np.exp(1j * phases)).sum(1)) / weights.sum()
-
-
-def explained_variance(f: np.ndarray, model: np.ndarray) -> float:
-    """Share of the variance of ``f`` explained by ``model`` up to an additive constant (softmax ignores it)."""
-    residual = (f - model) - (f - model).mean()
-    centred = f - f.mean()
-    return float(1.0 - residual @ residual / (centred @ centred))
 
 
 def offset_logit_matrix(planes: Planes, length: int, phases: np.ndarray | None = None) -> np.ndarray:
@@ -160,14 +136,6 @@ def fitted(model: np.ndarray, target: np.ndarray, train_length: int) -> np.ndarr
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
-
-
-def carrier_r2(c: np.ndarray, freqs: np.ndarray, offset: int, train_length: int) -> float:
-    """Variance share of the kernel ``psi . c`` on the training offsets explained by its own aligned carrier."""
-    planes = planes_from_coefficients(freqs, c)
-    offsets = np.arange(train_length)
-    carrier = plane_sum(planes.amplitude, carrier_phases(freqs, offset), freqs, offsets)
-    return explained_variance(planes.profile(offsets), carrier)
 
 
 def feasible_kernels(g: np.ndarray, c_learned: np.ndarray, draws: int, rng: np.random.Generator) -> list[np.ndarray]:

@@ -5,9 +5,7 @@ runs (its ``held_out_seeds``) and reads the records back beside the page's own r
 work: the named sweep exists, and the page's own seeds avoid the reserved ones (a held-out seed seen on the page would
 no longer be held out). The sweep's own runs set ``committed_sweep: ""``.
 
-Chapter 10 is the first to use this group; chapters 6, 11, 12 and 13 still declare the same parameter themselves and
-move here when their sweeps are next regenerated (moving them changes their code fingerprints, which stales their
-committed runs).
+Chapters 6, 10, 11, 12 and 13 use this group; their reserved seeds come from the seed ledger (:mod:`.seeds`).
 
 Held-out evidence pooled over many runs or heads is judged by one rule, chapter 7's: a claim may fail on a share
 :data:`TOLERATED_FAILURE_RATE` of them (rare optimization failures), and does not hold when its count of failures has

@@ -61,10 +61,45 @@ class Head(ChapterParameters):
 
 
 @dataclass(frozen=True)
-class HeadTraining(Seeds, Task, Head):
+class Optimizer(ChapterParameters):
     steps: int = parameter("Adam steps per run", 1, 100_000)
-    batch: int = parameter("training sequences per step", 1, 4096)
-    lr: float = parameter("Adam learning rate", 1e-6, 1.0)
+    batch: int = parameter("training sequences (or instances) per step", 1, 4096)
+    lr: float = parameter("Adam learning rate (the peak, where a chapter warms it up)", 1e-6, 1.0)
+
+
+@dataclass(frozen=True)
+class HeadTraining(Seeds, Task, Head, Optimizer):
+    pass
+
+
+@dataclass(frozen=True)
+class Network(ChapterParameters):
+    """A decoder's shape (chapters 6, 11, 12 and 13; each checks how its heads split the width)."""
+
+    dim: int = parameter("model width d", 8, 1024)
+    layers: int = parameter("decoder blocks", 1, 24)
+    heads: int = parameter("attention heads per block", 1, 64)
+
+
+@dataclass(frozen=True)
+class RetrievalProbes(ChapterParameters):
+    """How chapters 6 and 13 find and read a network's retrieval heads, and their second variant's shape."""
+
+    compare_heads: int = parameter("heads per block of the wider-head variant", 1, 64)
+    fixed_turns: float = parameter("full turns of the slowest plane within T at the identifiable base", 0.1, 100.0)
+    kernel_batch: int = parameter("sequences for the measured kernels and the per-head target mass", 1, 256)
+    retrieval_mass: float = parameter("in-range mass on offset k that marks a retrieval head", 0.0, 1.0)
+
+    def check(self) -> None:
+        super().check()
+        dim = self.dim  # type: ignore[attr-defined] - with Network
+        for name in ("heads", "compare_heads"):
+            n = getattr(self, name)
+            if dim % n or (dim // n) % 2 or dim // n < 4:
+                valid = [h for h in range(1, dim + 1)
+                         if dim % h == 0 and (dim // h) % 2 == 0 and dim // h >= 4]
+                raise ParameterError(f"parameter {name!r} = {n} must split dim = {dim} into heads of even size >= 4: "
+                                     f"valid values are {valid}")
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..analysis.lrc import lrc_verdicts
 from ..book.parameters import ParameterError, parameter
 from ..model import linear_rnn
 from .common import Seeds
-from .position_only import lrc_verdicts
 
 EXTRAPOLATION_ERROR = 0.01  # relative squared error at or below which a run extrapolates
 RANK_TOLERANCE = 1e-2  # singular values above this fraction of the largest count toward the state dimension

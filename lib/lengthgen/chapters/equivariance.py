@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 
@@ -10,12 +9,13 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..analysis.kernels import as_dtype, logit_matrix, offset_profile, toeplitz_deviation
+from ..analysis.planes import planes_of, predicted_first_hijack
 from ..book.parameters import parameter
 from ..model.evaluation import doubling_lengths, length_sweep
-from ..model.heads import HeadRunConfig, PositionOnlyHead, RopeHead
+from ..model.heads import HeadRunConfig, PositionOnlyHead
 from ..model.training import TrainedRun
 from .common import GB, Execution, HeadTraining, LengthSweep, head_run_configs, map_stacked
-from .planes import planes_of, predicted_first_hijack
 
 
 @dataclass(frozen=True)
@@ -41,34 +41,6 @@ class Parameters(HeadTraining, LengthSweep, Execution):
                 "32 bytes x horizon x dim for the kernel out to the horizon")
 
 
-def as_dtype(head: PositionOnlyHead, dtype: torch.dtype) -> PositionOnlyHead:
-    """A copy of ``head`` with parameters and buffers in ``dtype`` (the original is untouched)."""
-    return copy.deepcopy(head).to(dtype)
-
-
-@torch.no_grad()
-def logit_matrix(head: PositionOnlyHead, length: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """The ``length x length`` position logits computed directly from absolute positions."""
-    pos = torch.arange(length)
-    return as_dtype(head, dtype).position_logits(pos, pos)
-
-
-def toeplitz_deviation(logits: torch.Tensor) -> float:
-    """Largest deviation along causal diagonals, relative to the largest logit magnitude.
-
-    For every offset ``D >= 0`` the entries ``logits[t, t - D]`` are compared with
-    their first one ``logits[D, 0]``. Zero means ``logits`` is exactly a function of ``t - s``.
-    """
-    length = logits.shape[0]
-    t = torch.arange(length, device=logits.device)
-    s = t[None, :].expand(length, length)
-    offset = t[:, None] - s
-    causal = offset >= 0
-    reference = logits[offset.clamp(min=0), 0]  # logits[D, 0] for each entry's offset D
-    deviation = (logits - reference).abs()[causal].max()
-    return float(deviation / logits[causal].abs().max())
-
-
 @torch.no_grad()
 def offset_attention(head: PositionOnlyHead, length: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """Attention of the last query on each offset ``D = 0 .. length-1`` (index ``D``)."""
@@ -86,12 +58,6 @@ def renormalization_error(head: PositionOnlyHead, train_length: int, length: int
     short = offset_attention(head, train_length)
     long = offset_attention(head, length)[:train_length]
     return float((short - long / long.sum()).abs().max())
-
-
-def offset_profile(head: RopeHead, max_offset: int) -> torch.Tensor:
-    """The learned logit ``f(D)`` for ``D = 0 .. max_offset - 1`` in float64, on the CPU."""
-    with torch.no_grad():
-        return as_dtype(head, torch.float64).offset_logits(torch.arange(max_offset)).cpu()
 
 
 def hijack_curve(f: np.ndarray, offset: int, train_length: int, lengths: list[int]) -> tuple[np.ndarray, int | None]:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..analysis.stats import binomial_interval, excess_failure_p_value
 from ..book.parameters import ChapterParameters, ParameterError, parameter
 from ..book.paths import SWEEPS_DIR
 from ..book.records import load_record
@@ -26,7 +27,6 @@ from ..book.rerun import checked_parameters
 from ..book.sweep import Run, expand, load_spec, per_run_table, results_table
 from ..claims import claims_of
 from .committed import SIGNIFICANCE, TOLERATED_FAILURE_RATE
-from .stats import binomial_interval, excess_failure_p_value
 
 PASS_CONFIDENCE = 0.95  # the exact interval shown around each pass fraction
 

@@ -20,16 +20,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..analysis.network_zoo import NetworkZooStudy, verdict_table
 from ..book.parameters import ParameterError, parameter
-from ..book.paths import SWEEPS_DIR
-from ..book.sweep import expand, load_spec, stored_records
 from ..model.sequence_tasks import SEQUENCE_TASKS, sequence_length
 from ..model.training import TrainedRun
 from ..model.zoo_network import NETWORK_ZOO, ZooNetworkConfig, ZooNetworkRunConfig, exact_match
-from .common import GB, Execution, Seeds, map_stacked
+from .committed import CommittedSweep
+from .common import GB, Execution, Network, Optimizer, map_stacked
+from .seeds import seeds
 
-LEARNED_FLOOR = 0.99  # exact match at size N below which a run has not learned the task (the issue's floor)
-GENERALIZES_FLOOR = 0.9  # lowest exact match over sizes N+1 .. 2N of a run that generalizes
 LITERATURE_TRAIN = 20  # Kazemnejad et al.'s longest training instance
 LITERATURE_MODEL = "a decoder of about 107M parameters"  # Kazemnejad et al.'s model, as their paper describes it
 LITERATURE_SEEDS = 3  # seeds behind each of Kazemnejad et al.'s numbers (they report the mean)
@@ -44,69 +43,20 @@ KAZEMNEJAD: dict[str, dict[str, dict[int, float]]] = {
                  "ape": {21: .46, 23: 0.0, 25: 0.0}},
 }
 
-_SHIFT_RELATIVE = ("the logits are functions of offsets and content, so a network that finds the token k back at the "
-                   "training sizes finds it at every size: nothing at a larger size is unseen but more keys")
-_REVERSAL = ("the source of answer j is 2j - 1 tokens back, a relation of the query and the separator (i + j - 2n in "
-             "positions) that no encoding offers; whatever the network builds from positions or counts seen in training "
-             "does not carry to larger n (the case where the second paper's Sequential Representation Complexity grows with n)")
-
-# The verdicts registered before any run of the chapter (defaults: N = 10, k = 3, the decoder of chapter 6). One cell
-# had been glimpsed in prototypes of the code before this table was written: RoPE on copy (N = 16 and N = 10, seed 0,
-# exact match 0.0 at 1.3 N and 0.3 at N + 1); its prediction is the mechanism's, not the glimpse's. Prototypes read
-# after the table was written (seeds 0 and 1, N = 8 or 10, 800-2000 steps, not the chapter's settings): RoPE learned
-# shift and not reversal, NoPE learned neither shift nor copy, ALiBi was still learning copy at 1500 steps.
-PREDICTED_VERDICTS: dict[tuple[str, str], tuple[str, str]] = {
-    ("nope", "shift"): ("fails", "the only position signal is the causal mask's count of keys; telling t - k from its "
-                                 "neighbours apart needs a resolution of order 1/t^2, learned at t <= N + k and lost "
-                                 "beyond"),
-    ("ape", "shift"): ("fails", "rows of positions beyond the training sequences are never trained (chapters 2 and 6)"),
-    ("sinusoidal", "shift"): ("fails", "the network reads fixed vectors of positions it never saw; nothing makes what it "
-                                       "learned a function of the offset (chapter 10's single head fails)"),
-    ("randomized", "shift"): ("fails", "k tokens back is a random number of positions back, so the network must count "
-                                       "tokens through the causal mask, as NoPE does, and that count blurs beyond N"),
-    ("t5", "shift"): ("generalizes", _SHIFT_RELATIVE + "; the target's bucket is exact"),
-    ("alibi", "shift"): ("generalizes", _SHIFT_RELATIVE + "; the steep heads keep far keys from diluting"),
-    ("rope", "shift"): ("generalizes", _SHIFT_RELATIVE + " (chapter 1's equivariance)"),
-    ("partial_rope", "shift"): ("generalizes", _SHIFT_RELATIVE + "; the fast rotated plane tells offset k from its "
-                                               "neighbours (chapter 10's revised verdict)"),
-    ("fire", "shift"): ("fails", "beyond the threshold L the normalized offset psi(k)/psi(i) drifts with the query "
-                                 "(chapter 10's fire_drift)"),
-    ("nope", "copy"): ("fails", "copying needs the previous token (an offset-1 head) to match content; without a "
-                                "position signal the network approximates it by counting, which blurs beyond N"),
-    ("ape", "copy"): ("fails", "untrained rows beyond the training sequences (chapter 2)"),
-    ("sinusoidal", "copy"): ("fails", "fixed vectors of unseen positions; no relative structure is forced"),
-    ("randomized", "copy"): ("generalizes", "the previous token is the nearest earlier position, which a logit "
-                                            "decreasing in the offset finds at any gap, and training covers every "
-                                            "offset up to the span: nothing at test is unseen"),
-    ("t5", "copy"): ("generalizes", "induction (an offset-1 head, then a content match) is a function of offsets and "
-                                    "content, and the far buckets only weigh on a match that content decides"),
-    ("alibi", "copy"): ("generalizes", "induction: the steepest head is a previous-token head, and the shallow heads' "
-                                       "penalty on the source, (n + 1) slope, stays small to 4N"),
-    ("rope", "copy"): ("generalizes", "induction: an offset-1 head, and a content match that the slow planes, which "
-                                      "barely turn over 4N tokens, keep independent of the offset"),
-    ("partial_rope", "copy"): ("generalizes", "induction: the fast rotated plane gives the previous-token head and the "
-                                              "unrotated three quarters match content at any offset"),
-    ("fire", "copy"): ("fails", "beyond L the previous token's normalized offset psi(1)/psi(i) drifts towards the "
-                                "query's own (0), so the previous-token head blurs"),
-    **{(e, "reversal"): ("fails", _REVERSAL) for e in NETWORK_ZOO},
-}
-PREDICTED_VERDICTS[("ape", "reversal")] = ("fails", "untrained rows beyond the training sequences (chapter 2), and "
-                                           "the relation of reversal is not offered either")
-# Review, before any run of the committed sweep was read: the registered reversal argument is wrong for this layout.
-# With distinct tokens and teacher forcing, the answer after a_j = x_{n+1-j} is x_{n-j}, the token just before a_j's
-# match in the source: a content match plus a previous-token head, copy's induction circuit with key and value
-# swapped, so the copy arguments apply to reversal too. The registration stands as written; the chapter says so.
 HELD_OUT_MINIMUM = {"relative": 6, "absolute": 2}  # learned held-out shift runs each held-out check needs
-HELD_OUT_SHIFT_SEEDS = tuple(range(720, 730))  # the committed sweep's held-out shift runs (at the defaults) draw here
-PROTOTYPE_SEEDS = (0, 1)  # the seeds the prototypes of the code ran (before and after the registration)
-REVISION_SEEDS = tuple(range(700, 710))  # reserved for the first run at the defaults (it used 700-701), after which
+# the committed sweep's held-out shift runs (at the defaults) draw here
+HELD_OUT_SHIFT_SEEDS = seeds("11_zoo_networks", "held_out")
+# the seeds the prototypes of the code ran (before and after the registration)
+PROTOTYPE_SEEDS = seeds("11_zoo_networks", "prototype")
+REVISION_SEEDS = seeds("11_zoo_networks", "revision")  # reserved for the first run at the defaults (it used 700-701), after which
 
 
 @dataclass(frozen=True)
-class Parameters(Seeds, Execution):
+class Parameters(CommittedSweep, Network, Optimizer, Execution):
     """Chapter 11's parameters."""
 
     chapter = "11_zoo_networks"
+    held_out_seeds = HELD_OUT_SHIFT_SEEDS
     encodings: tuple[str, ...] = parameter("encodings to train", choices=NETWORK_ZOO)
     tasks: tuple[str, ...] = parameter("tasks to train each encoding on", choices=SEQUENCE_TASKS)
     train_size: int = parameter("largest training instance N (answers per instance)", 2, 256)
@@ -114,30 +64,14 @@ class Parameters(Seeds, Execution):
     offset: int = parameter("shift's offset k", 1, 64)
     vocab: int = parameter("vocabulary (the last token is the separator; copy and reversal need vocab - 1 >= the "
                            "largest evaluated size)", 3, 4096)
-    dim: int = parameter("model width", 8, 1024)
-    layers: int = parameter("decoder blocks", 1, 12)
-    heads: int = parameter("attention heads (dim / heads must be even)", 1, 64)
-    steps: int = parameter("Adam steps per run", 1, 100_000)
-    batch: int = parameter("training instances per step", 1, 4096)
-    lr: float = parameter("peak Adam learning rate (linear warm-up over the first 10 % of steps)", 1e-6, 1.0)
     eval_batch: int = parameter("evaluation instances per size", 1, 65_536)
     rope_base: float = parameter("RoPE base b (rope, partial_rope, randomized)", 2.0, 1e9)
     rotary_fraction: float = parameter("share of each head's coordinates partial RoPE rotates", 0.01, 1.0)
     random_span: int = parameter("randomized positions are drawn from 0 .. random_span - 1 (at least the longest "
                                  "evaluated sequence)", 2, 1_000_000)
-    committed_sweep: str = parameter("committed sweep of this chapter (a folder of data/sweeps) whose runs are shown and "
-                                     "judged beside this run's; '' for none (what the sweep's own runs use)")
 
     def check(self) -> None:
         super().check()
-        if self.committed_sweep and not (SWEEPS_DIR / self.committed_sweep / "spec.yaml").exists():
-            known = sorted(p.parent.name for p in SWEEPS_DIR.glob("*/spec.yaml"))
-            raise ParameterError(f"parameter 'committed_sweep' = {self.committed_sweep!r} is out of range: no "
-                                 f"data/sweeps/{self.committed_sweep}/spec.yaml; committed sweeps: {known} (or '')")
-        if self.committed_sweep and set(self.seed_list) & set(HELD_OUT_SHIFT_SEEDS):
-            raise ParameterError(f"parameter 'seed_start' = {self.seed_start} is out of range: with a committed sweep, "
-                                 f"this page's seeds ({self.seed_start} .. {self.seed_start + self.seeds - 1}) must avoid "
-                                 f"the sweep's held-out seeds {HELD_OUT_SHIFT_SEEDS[0]} .. {HELD_OUT_SHIFT_SEEDS[-1]}")
         if self.dim % self.heads or (self.dim // self.heads) % 2:
             raise ParameterError(f"parameter 'heads' = {self.heads} is out of range: dim / heads must be an even "
                                  f"integer (dim = {self.dim})")
@@ -214,31 +148,6 @@ def measure_run(run: TrainedRun, job: tuple[list[int], int]) -> tuple[list[dict]
     return rows, [dict(**ids, step=end, loss=float(curve[max(0, end - LOSS_EVERY): end].mean())) for end in ends]
 
 
-def measured_verdict(in_range: float, worst_beyond: float) -> str:
-    """Not learned, generalizes or fails, from exact match at ``N`` and the lowest exact match over ``N+1 .. 2N``."""
-    if in_range < LEARNED_FLOOR:
-        return "not learned"
-    return "generalizes" if worst_beyond >= GENERALIZES_FLOOR else "fails"
-
-
-def verdict_table(accuracy: pd.DataFrame, train_size: int) -> pd.DataFrame:
-    """One row per run: exact match at ``N``, the lowest over ``N+1 .. 2N``, at ``2N``, the measured and registered
-    verdicts and whether they agree, and whether exact match at ``N+1`` and ``N+2`` is at least the floor (``carries``)."""
-    rows = []
-    for (encoding, task, seed), g in accuracy.groupby(["encoding", "task", "seed"], sort=False):
-        at = g.set_index("size").exact
-        in_range = float(at[train_size])
-        worst = float(at[(at.index > train_size) & (at.index <= 2 * train_size)].min())
-        measured = measured_verdict(in_range, worst)
-        predicted = PREDICTED_VERDICTS[(encoding, task)][0]
-        just_past = at[(at.index > train_size) & (at.index <= train_size + 2)]
-        rows.append(dict(encoding=encoding, task=task, seed=seed, in_range=in_range, worst_beyond=worst,
-                         at_double=float(at[2 * train_size]), measured=measured, predicted=predicted,
-                         agrees=measured == predicted, learned=measured != "not learned",
-                         carries=bool((just_past >= GENERALIZES_FLOOR).all())))
-    return pd.DataFrame(rows)
-
-
 RELATIVE_SHIFT = ("rope", "t5", "partial_rope")
 ABSOLUTE = ("ape", "sinusoidal")
 
@@ -290,52 +199,6 @@ def claim_values(own: pd.DataFrame, committed: pd.DataFrame | None = None) -> di
                 learned_runs=float(everything.learned.sum()), generalizing_cells=float(per_cell.sum()))
 
 
-def cell_table(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """One row per (task, encoding): registered and measured verdicts (runs of each), runs agreeing, and mean exact
-    match at ``N``, lowest over ``N+1 .. 2N`` and at ``2N``."""
-    rows = []
-    for (task, encoding), g in verdicts.groupby(["task", "encoding"], sort=False):
-        rows.append(dict(task=task, encoding=encoding, predicted=g.predicted.iloc[0],
-                         measured=", ".join(f"{m} x{n}" for m, n in g.measured.value_counts().items()),
-                         agree=f"{int(g.agrees.sum())} of {len(g)}", exact_at_N=g.in_range.mean(),
-                         worst_to_2N=g.worst_beyond.mean(), exact_at_2N=g.at_double.mean()))
-    return pd.DataFrame(rows, columns=["task", "encoding", "predicted", "measured", "agree", "exact_at_N",
-                                       "worst_to_2N", "exact_at_2N"])
-
-
-def disagreements(verdicts: pd.DataFrame) -> str:
-    """The runs whose measured verdict differs from their cell's registered one, per cell, in words (``"none"``)."""
-    runs = verdicts.groupby(["encoding", "task"]).size()
-    disagree = verdicts[~verdicts.agrees]
-    return "; ".join(f"{encoding} on {task}: registered {g.predicted.iloc[0]}, measured " + ", ".join(
-        f"{m} in {n} of {runs[(encoding, task)]}" for m, n in g.measured.value_counts().items())
-        for (encoding, task), g in disagree.groupby(["encoding", "task"], sort=False)) or "none"
-
-
-CELL_NUMBERS = ("at_n", "n1", "n2", "double", "largest", "token_double", "learned")
-
-
-def cell_numbers(study: NetworkZooStudy | None, train_size: int, tasks: tuple[str, ...] = SEQUENCE_TASKS,
-                 encodings: tuple[str, ...] = NETWORK_ZOO) -> dict[str, str]:
-    """The numbers the prose quotes for every (task, encoding) cell, as ``{task}_{encoding}_{what}``: mean exact match
-    over seeds at ``N`` (``at_n``), ``N+1`` (``n1``), ``N+2`` (``n2``), ``2N`` (``double``) and the largest size
-    (``largest``), token accuracy at ``2N`` (``token_double``), and runs learned (``learned``, "a of b"). Every cell of
-    ``tasks`` x ``encodings`` gets every name; a cell with no runs reads "not run"."""
-    numbers = {f"{t}_{e}_{what}": "not run" for t in tasks for e in encodings for what in CELL_NUMBERS}
-    if study is None:
-        return numbers
-    n = train_size
-    for (task, encoding), g in study.accuracy.groupby(["task", "encoding"]):
-        by_size = g.groupby("size")[["exact", "token"]].mean()
-        name = f"{task}_{encoding}"
-        for what, size in (("at_n", n), ("n1", n + 1), ("n2", n + 2), ("double", 2 * n), ("largest", by_size.index.max())):
-            numbers[f"{name}_{what}"] = f"{by_size.exact.get(size, float('nan')):.2f}"
-        numbers[f"{name}_token_double"] = f"{by_size.token.get(2 * n, float('nan')):.2f}"
-        v = study.verdicts[(study.verdicts.task == task) & (study.verdicts.encoding == encoding)]
-        numbers[f"{name}_learned"] = f"{int(v.learned.sum())} of {len(v)}"
-    return numbers
-
-
 def literature_table(accuracy: pd.DataFrame, train_size: int) -> pd.DataFrame:
     """Kazemnejad et al.'s exact match beside ours (mean and sd over seeds) at the same multiples of the training size,
     for every (task, encoding) both have."""
@@ -355,27 +218,6 @@ def literature_table(accuracy: pd.DataFrame, train_size: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-@dataclass
-class NetworkZooStudy:
-    """Everything chapter 11 measures, or reads from the runs of a committed sweep."""
-
-    accuracy: pd.DataFrame  # encoding, task, seed, size, exact, token, n
-    losses: pd.DataFrame  # encoding, task, seed, step, loss (means over LOSS_EVERY steps)
-    verdicts: pd.DataFrame  # one row per run (verdict_table)
-
-    def select(self, tasks: tuple[str, ...], seeds: tuple[int, ...] | None = None) -> NetworkZooStudy | None:
-        """The runs of the given tasks (and seeds) only; None when there are none."""
-        def keep(df: pd.DataFrame) -> pd.DataFrame:
-            return df[df.task.isin(tasks) & (df.seed.isin(seeds) if seeds is not None else True)]
-
-        chosen = NetworkZooStudy(keep(self.accuracy), keep(self.losses), keep(self.verdicts))
-        return chosen if len(chosen.verdicts) else None
-
-    def details(self) -> dict[str, list[dict]]:
-        """What the chapter's record carries, so that a sweep of the chapter keeps every run's curves."""
-        return dict(exact_match=self.accuracy.to_dict("records"), losses=self.losses.to_dict("records"))
-
-
 def network_zoo_study(p: Parameters, progress: bool = True) -> NetworkZooStudy:
     """Train every (encoding, task, seed) decoder and score it by exact match at every evaluated size."""
     configs = run_configs(p)
@@ -386,35 +228,3 @@ def network_zoo_study(p: Parameters, progress: bool = True) -> NetworkZooStudy:
     return NetworkZooStudy(accuracy, losses, verdict_table(accuracy, p.train_size))
 
 
-@dataclass
-class CommittedRuns:
-    """The runs of a committed sweep of this chapter that its spec lists now (fresh: same code, same notebook)."""
-
-    study: NetworkZooStudy | None  # None when no run is present
-    expected: int  # chapter runs the spec lists
-    missing: int  # of those, runs with no stored record (never run, or made by other code or another notebook)
-    overrides: list[dict]  # the parameters each present run was given
-    train_size: int  # N of the present runs (one value; the spec fixes it)
-    wall_seconds: float  # the present runs' wall time, summed
-
-
-def committed_runs(name: str) -> CommittedRuns:
-    """Read the committed sweep ``data/sweeps/<name>``: every fresh run record's exact match and loss curves."""
-    folder = SWEEPS_DIR / name
-    runs = [r for r in expand(load_spec(folder / "spec.yaml")) if r.chapter == Parameters.chapter]
-    records = list(stored_records(folder, {r.key for r in runs}))
-    if not records:
-        return CommittedRuns(None, len(runs), len(runs), [], 0, 0.0)
-    sizes = {int(r["parameters"]["train_size"]) for r in records}
-    if len(sizes) != 1:
-        raise ValueError(f"the committed sweep {name} mixes training sizes {sorted(sizes)}; its verdicts need one")
-    train_size = sizes.pop()
-    accuracy = pd.DataFrame([row for r in records for row in r["details"]["exact_match"]])
-    repeated = accuracy.duplicated(["encoding", "task", "seed", "size"])
-    if repeated.any():
-        raise ValueError(f"the committed sweep {name} has two runs of the same (encoding, task, seed); their verdicts "
-                         f"would be pooled: give the runs of different settings different seeds")
-    losses = pd.DataFrame([row for r in records for row in r["details"]["losses"]])
-    study = NetworkZooStudy(accuracy, losses, verdict_table(accuracy, train_size))
-    return CommittedRuns(study, len(runs), len(runs) - len(records), [r["overrides"] for r in records], train_size,
-                         float(sum(r["wall_time_s"] or 0.0 for r in records)))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..chapters.carrier import FEASIBLE_DRAWS, FEASIBLE_QUANTILE, NULL_QUANTILE
+from ..analysis.carrier import FEASIBLE_QUANTILE
+from ..chapters.carrier import FEASIBLE_DRAWS, NULL_QUANTILE
 from . import Claim, reported
 
 CLAIMS = (

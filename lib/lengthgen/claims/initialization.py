@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..chapters.initialization import WIDE_INIT_BAR
+from ..chapters.initialization.registered import WIDE_INIT_BAR
 from . import Claim, reported
 
 CLAIMS = (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..chapters.transfer import CARRIER_LEVEL, CONTROL_HEADS
+from ..chapters.transfer.registered import CARRIER_LEVEL, CONTROL_HEADS
 from . import Claim, f32_toeplitz, reported
 
 CLAIMS = (

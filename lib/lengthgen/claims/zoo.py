@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from ..chapters.zoo import (
-    ABSOLUTE_FLOOR,
-    FIRE_DRIFT_TOLERANCE,
-    LEARNED_MAJORITY,
-    XPOS_PAIRED_SHARE,
-)
+from ..chapters.zoo.registered import ABSOLUTE_FLOOR, FIRE_DRIFT_TOLERANCE, LEARNED_MAJORITY, XPOS_PAIRED_SHARE
 from . import Claim, reported
 
 CLAIMS = (

@@ -63,6 +63,12 @@ def pair_permutation(dim: int) -> torch.Tensor:
     return torch.cat([first, second])
 
 
+def turn(x1: torch.Tensor, x2: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *rest: torch.Tensor) -> torch.Tensor:
+    """The one rotary rotation every model uses: each plane's coordinates ``(x1, x2)`` turned by its angle, given by its
+    ``cos`` and ``sin``; the result is the planes' first coordinates, then their second, then ``rest`` unchanged."""
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos, *rest], dim=-1)
+
+
 def rotate(x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, convention: Convention = "half") -> torch.Tensor:
     """Rotate ``x`` (``(..., dim)``, broadcast against ``positions``) by ``positions * freqs`` plane by plane.
 
@@ -74,7 +80,7 @@ def rotate(x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, conven
     angles = positions.to(device=freqs.device, dtype=freqs.dtype)[:, None] * freqs[None, :]
     cos, sin = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)
     x1, x2 = x[..., first], x[..., second]
-    rotated = torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # planes' first, then second coordinates
+    rotated = turn(x1, x2, cos, sin)  # planes' first, then second coordinates
     return rotated[..., torch.argsort(torch.cat([first, second]))]  # back to the convention's coordinate order
 
 

@@ -336,3 +336,8 @@ def invariant_reads(task: str, scheme: str, train_scale: int, scale_factor: int)
                 if set().union(*per_scale) == trained:
                     needed.setdefault(relation, set()).update(trained)
     return needed
+
+
+def has_position_head(task: str) -> bool:
+    """Whether some program of the task reads by position (mode and parity read uniformly)."""
+    return any(h.build is not None for heads in PROGRAMS[task].values() for h in heads)

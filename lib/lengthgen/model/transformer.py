@@ -26,7 +26,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .config import Config
-from .encodings import rope_frequencies
+from .encodings import rope_frequencies, turn
 from .seeding import generator
 from .tasks import sequence_cross_entropy
 from .training import RunConfig
@@ -102,8 +102,7 @@ class CausalSelfAttention(nn.Module):
             return x
         cos, sin = self.rotation_table(start, x.shape[-2], x.dtype, x.device)
         half = x.shape[-1] // 2
-        x1, x2 = x[..., :half], x[..., half:]
-        return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+        return turn(x[..., :half], x[..., half:], cos, sin)
 
     def logits(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         """Explicit path: pre-softmax causal logits ``(batch, heads, length, length)``, ``-inf`` above the diagonal."""

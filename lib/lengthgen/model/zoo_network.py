@@ -27,6 +27,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .encodings import turn
 from .position_zoo import FireBias, T5Bias, alibi_bias, alibi_slopes, partial_rotary_dims, sinusoidal_table
 from .seeding import generator
 from .sequence_tasks import SequenceTask, check_task, sequence_batch, sequence_length, training_batch
@@ -85,7 +86,7 @@ def rotate_planes(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torc
     ``m + planes``); the rest pass through (GPT-NeoX's partial rotary)."""
     planes = cos.shape[-1]
     x1, x2, rest = x[..., :planes], x[..., planes: 2 * planes], x[..., 2 * planes:]
-    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos, rest], dim=-1)
+    return turn(x1, x2, cos, sin, rest)
 
 
 class ZooBlock(nn.Module):

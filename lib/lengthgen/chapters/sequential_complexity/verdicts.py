@@ -1,185 +1,35 @@
-"""Chapter 12 (``12_sequential_complexity``): Sequential Representation Complexity, Scale Hint and a learned
-position-relation encoding, tested in a small decoder whose positions enter only as learned relation biases.
-
-The conjecture's verdict of every (task, scheme) cell is :func:`lengthgen.model.programs.src_table`'s, registered
-with that module before any model was trained on the reasoning tasks. A run of
-:class:`lengthgen.model.relation_network.RelationTransformer` is trained on scales ``1 .. N`` and scored at every
-evaluated scale. It *has not learned* its task when its exact match at a training scale is below
-:data:`LEARNED_FLOOR`; it *generalizes* when its answer accuracy (the share of answers right) is at least
-:data:`GENERALIZES_FLOOR` at every scale ``N+1 .. 2N``, and *fails* otherwise. Which relation a run selected is read
-from its tables (:func:`lengthgen.model.relation_network.table_usage`) and compared with the reads of the programs
-whose SRC stays invariant (:func:`lengthgen.model.programs.invariant_reads`).
-"""
+"""Chapter 12's verdicts: SRC's conjecture per (task, scheme) cell, what a run measured and selected, and the groups of
+held-out runs its claims count."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from ..book.parameters import ParameterError, parameter
-from ..book.paths import SWEEPS_DIR
-from ..book.sweep import expand, load_spec, stored_records
-from ..claims import claims_of
-from ..model import programs
-from ..model.reasoning_tasks import check_task, sequence_length
-from ..model.relation_network import (
-    SCHEMES,
-    RelationNetworkConfig,
-    RelationRunConfig,
-    constant_prefix_gap,
-    exact_match,
-    table_usage,
+from ...claims import claims_of
+from ...model import programs
+from ...model.relation_network import SCHEMES
+from .registered import (
+    ADDED_TASKS,
+    FIRE,
+    FIRST_SWEEP_TASKS,
+    GENERALIZES_FLOOR,
+    HELD_OUT_MINIMUM,
+    HELD_OUT_SEEDS,
+    INTERLEAVED,
+    INTERLEAVED_MINIMUM,
+    LEARNED_FLOOR,
+    PAGE_MINIMUM,
+    PILOT_SEEDS,
+    SHARE_FLOOR,
+    TABLE_SCHEMES,
+    TRAINED_TASKS,
 )
-from ..model.training import TrainedRun
-from .common import GB, Execution, Seeds, map_stacked
-
-FIRE = "fire"  # the published learned relative bias (Li et al. 2023), trained beside the schemes; not an SRC scheme
-FIRST_SWEEP_TASKS = ("copy", "copy_repeat", "reversal", "reversal_repeat", "parity_cot", "mode", "parity")
-INTERLEAVED = "parity_cot_interleaved"  # parity with the chain of thought between the bits, opened by the separator
-ADDED_TASKS = (INTERLEAVED, "addition")  # trained from the second regeneration of the sweep on; own checks
-TRAINED_TASKS = (*FIRST_SWEEP_TASKS, *ADDED_TASKS)
-LEARNED_FLOOR = 0.99  # exact match at every evaluated training scale below which a run has not learned (the issue's)
-GENERALIZES_FLOOR = 0.9  # lowest answer accuracy over scales N+1 .. 2N of a run that generalizes
-SELECTING_SCHEMES = ("rpe_scale_hint", "lbpe")  # schemes whose bias chooses among several relations
-PILOT_SEEDS = (0, 1, 2)  # the seeds of the pilot runs that chose the recipe (table scale, L1, steps, learning rate)
-HELD_OUT_SEEDS = tuple(range(920, 940))  # the committed sweep's runs draw here, reserved before any of them ran
-HELD_OUT_MINIMUM = {"hint": 8, "lbpe": 6}  # learned held-out runs (of 15 per scheme) each held-out share needs
-PAGE_MINIMUM = 2  # learned hint runs this page's checks need (of its seeds, 3 at the defaults)
-SHARE_FLOOR = 0.5  # share of the tables' used mass the selected relation must hold to count as the selection
-INTERLEAVED_MINIMUM = 4  # learned held-out interleaved-parity runs (of 9) in its invariant cells its share needs
-GROWING_MINIMUM = 3  # learned held-out runs in cells where SRC grows (offsets, coupling, hint, LBPE) the 'only if' needs
-REGISTERED_LBPE_SHARE = 0.75  # held_out_lbpe_selects_needed's threshold when it was registered (see its revision)
-HINT_GAP = 0.3  # answer accuracy at 2N, hint minus plain offsets, below which the dashboard qualifies Scale Hint
-TABLE_SCHEMES = ("rpe", "coupled", "rpe_scale_hint", "lbpe")  # schemes that can represent a read moving with n
-PREFIX_TIE = 1e-4  # logits: float rounding, below which two outputs count as the same (the proof check's bar)
-LOSS_EVERY = 25  # steps between the kept points of a training-loss curve
-
-# What the pilot runs (seeds 0-2, before this module was written; their records were not kept) chose and showed.
-PILOT = ("Pilot runs (seeds 0-2, N = 8; their records were not kept) chose the recipe of the defaults: the number of "
-         "steps, the learning rate, the tables' scale and their L1 weight, with which the learned entries sat on one "
-         "relation and value per head. They also showed exact match decaying gradually beyond N in runs whose every "
-         "read stays right, since one wrong answer among up to 2N spoils an instance: the generalization criterion "
-         "therefore reads answer accuracy, and exact match is shown beside it.")
-
-
-@dataclass(frozen=True)
-class Parameters(Seeds, Execution):
-    """Chapter 12's parameters."""
-
-    chapter = "12_sequential_complexity"
-    tasks: tuple[str, ...] = parameter("reasoning tasks to train", choices=TRAINED_TASKS)
-    schemes: tuple[str, ...] = parameter("position schemes (each a set of relations the bias learns), or 'fire' (FIRE's "
-                                         "learned bias, no tables)", choices=(*SCHEMES, FIRE))
-    train_scale: int = parameter("largest training scale N (scales 1 .. N are trained)", 2, 64)
-    scale_factor: int = parameter("largest evaluated scale, in multiples of N", 2, 8)
-    vocab: int = parameter("vocabulary (copy and reversal draw distinct tokens: it must hold the largest scale's)",
-                           8, 4096)
-    dim: int = parameter("model width", 8, 1024)
-    layers: int = parameter("decoder blocks", 1, 12)
-    heads: int = parameter("attention heads per block (dim / heads must be an integer)", 1, 64)
-    steps: int = parameter("Adam steps per run", 1, 100_000)
-    batch: int = parameter("training instances per step", 1, 4096)
-    lr: float = parameter("peak Adam learning rate (linear warm-up over the first 10 % of steps)", 1e-6, 1.0)
-    eval_batch: int = parameter("evaluation instances per scale", 1, 65_536)
-    table_scale: float = parameter("the bias is this multiple of the relation tables (moves logits faster)", 0.01, 1000.0)
-    table_l1: float = parameter("weight of the L1 penalty on the relation tables", 0.0, 10.0)
-    committed_sweep: str = parameter("committed sweep of this chapter (a folder of data/sweeps) whose runs are judged "
-                                     "beside this run's; '' for none (what the sweep's own runs use)")
-
-    def check(self) -> None:
-        super().check()
-        if self.dim % self.heads:
-            raise ParameterError(f"parameter 'heads' = {self.heads} is out of range: dim / heads must be an integer "
-                                 f"(dim = {self.dim})")
-        for task in self.tasks:
-            try:
-                check_task(task, self.largest_scale, self.vocab)
-            except ValueError as err:
-                raise ParameterError(f"parameter 'vocab' = {self.vocab} is out of range for task {task!r} at the "
-                                     f"largest evaluated scale {self.largest_scale}: {err}") from err
-        if self.committed_sweep and not (SWEEPS_DIR / self.committed_sweep / "spec.yaml").exists():
-            known = sorted(p.parent.name for p in SWEEPS_DIR.glob("*/spec.yaml"))
-            raise ParameterError(f"parameter 'committed_sweep' = {self.committed_sweep!r} is out of range: no "
-                                 f"data/sweeps/{self.committed_sweep}/spec.yaml; committed sweeps: {known} (or '')")
-        if self.committed_sweep and set(self.seed_list) & set(HELD_OUT_SEEDS):
-            raise ParameterError(f"parameter 'seed_start' = {self.seed_start} is out of range: with a committed sweep, "
-                                 f"this page's seeds must avoid the sweep's held-out seeds {HELD_OUT_SEEDS[0]} .. "
-                                 f"{HELD_OUT_SEEDS[-1]}")
-
-    @property
-    def largest_scale(self) -> int:
-        return self.scale_factor * self.train_scale
-
-    @property
-    def longest(self) -> int:
-        """Tokens in the longest evaluated instance of any task."""
-        return max(sequence_length(t, self.largest_scale) for t in self.tasks)
-
-    def memory_gb(self) -> float:
-        attention = 16 * self.layers * self.heads * self.longest**2
-        return self.workers * self.eval_batch * (attention + 8 * self.longest * (self.vocab + 8 * self.dim)) / GB
-
-    def memory_rule(self) -> str:
-        return "workers x eval_batch x (layers x heads x longest^2 attention + longest x (vocab + 8 dim) activations)"
-
-
-def evaluated_scales(p: Parameters) -> list[int]:
-    """``1``, ``N/2``, ``N``, every scale ``N+1 .. 2N`` (the verdict's range), then ``3N .. scale_factor N``."""
-    n = p.train_scale
-    return sorted({1, max(1, n // 2), *range(n, 2 * n + 1), *(f * n for f in range(3, p.scale_factor + 1))})
-
-
-def network_config(p: Parameters, scheme: str, task: str) -> RelationNetworkConfig:
-    """The relation network of a scheme; for ``fire``, FIRE's bias with its threshold at the longest training sequence
-    (as chapter 11's) and no tables."""
-    model = RelationNetworkConfig(vocab=p.vocab, dim=p.dim, layers=p.layers, heads=p.heads, scheme=scheme,
-                                  max_length=p.longest, table_l1=p.table_l1, table_scale=p.table_scale)
-    if scheme == FIRE:
-        return model.with_(scheme="nope", encoding=FIRE,
-                           fire_threshold=float(sequence_length(task, p.train_scale)))
-    return model
-
-
-def scheme_of(cfg: RelationRunConfig) -> str:
-    """The scheme label of a run: its relations' scheme, or ``fire``."""
-    return FIRE if cfg.model.encoding == FIRE else cfg.model.scheme
-
-
-def run_configs(p: Parameters) -> list[RelationRunConfig]:
-    """One run per (scheme, task, seed)."""
-    return [RelationRunConfig(model=network_config(p, scheme, task), task=task, train_scale=p.train_scale,
-                              steps=p.steps, batch=p.batch, lr=p.lr, seed=seed, device=p.device)
-            for scheme in p.schemes for task in p.tasks for seed in p.seed_list]
-
-
-def measure_run(run: TrainedRun, job: tuple[list[int], int]) -> dict[str, list[dict]]:
-    """In the worker: exact match and answer accuracy per scale, the table usage, the training loss (mean over
-    each :data:`LOSS_EVERY` steps) and the constant-prefix gaps (:func:`constant_prefix_gap`, without and with the
-    separator in front)."""
-    scales, eval_batch = job
-    cfg = run.config
-    ids = dict(scheme=scheme_of(cfg), task=cfg.task, seed=cfg.seed)
-    curve = np.asarray(run.losses, dtype=float)
-    ends = sorted(set(range(LOSS_EVERY, len(curve) + 1, LOSS_EVERY)) | {len(curve)})
-    usage = [dict(**ids, **{k: (str(v) if k.endswith("value") else v) for k, v in row.items()})
-             for row in table_usage(run.model)]
-    return dict(accuracy=[dict(**ids, **row) for row in exact_match(run.model, cfg, scales, eval_batch)],
-                usage=usage,
-                losses=[dict(**ids, step=end, loss=float(curve[max(0, end - LOSS_EVERY): end].mean())) for end in ends],
-                prefix=[dict(**ids, tied=constant_prefix_gap(run.model, opened=False),
-                             opened=constant_prefix_gap(run.model, opened=True))])
 
 
 def conjecture(train_scale: int, scale_factor: int) -> pd.DataFrame:
     """SRC's verdict of every (task, scheme) cell (:func:`lengthgen.model.programs.src_table`), indexed by both."""
     return pd.DataFrame(programs.src_table(train_scale, scale_factor)).set_index(["task", "scheme"])
-
-
-def has_position_head(task: str) -> bool:
-    """Whether some program of the task reads by position (mode and parity read uniformly)."""
-    return any(h.build is not None for heads in programs.PROGRAMS[task].values() for h in heads)
 
 
 def invariant_reads(task: str, scheme: str, train_scale: int, scale_factor: int) -> dict[str, set[int]]:
@@ -254,7 +104,7 @@ def verdict_table(accuracy: pd.DataFrame, usage: pd.DataFrame, train_scale: int,
                          answers_2n=float(at.token[2 * n]), src_n=cell.src_train, src_largest=cell.src_largest,
                          registered=registered, grows=cell.predicted == "fails", predicted=cell.predicted,
                          program=cell.program, measured=measured, learned=measured != "not learned",
-                         agrees=registered and measured == cell.predicted, position_head=has_position_head(task)))
+                         agrees=registered and measured == cell.predicted, position_head=programs.has_position_head(task)))
     verdicts = pd.DataFrame(rows).merge(selection(usage, train_scale, scale_factor), on=["scheme", "task", "seed"],
                                         how="left")
     return verdicts.fillna({"selected": "none", "value": "", "share": 0.0, "needed": False, "invariant_mass": 0.0,
@@ -398,74 +248,3 @@ def disagreements(verdicts: pd.DataFrame) -> str:
     return "; ".join(f"{scheme} on {task}: conjecture {g.predicted.iloc[0]}, measured {g.measured.iloc[0]} in "
                      f"{len(g)} of {runs[(scheme, task)]} learned runs"
                      for (scheme, task), g in learned[~learned.agrees].groupby(["scheme", "task"], sort=False)) or "none"
-
-
-@dataclass
-class ComplexityStudy:
-    """Everything chapter 12 measures, or reads from the runs of a committed sweep."""
-
-    accuracy: pd.DataFrame  # scheme, task, seed, scale, exact, token, n
-    usage: pd.DataFrame  # scheme, task, seed, layer, head, relation, used, mass, share, top/peak value and bias
-    losses: pd.DataFrame  # scheme, task, seed, step, loss
-    prefix: pd.DataFrame  # scheme, task, seed, tied, opened (constant_prefix_gap without and with the separator)
-    verdicts: pd.DataFrame  # one row per run (verdict_table)
-
-    def details(self) -> dict[str, list[dict]]:
-        """What the chapter's record carries, so that a sweep of the chapter keeps every run's measurements."""
-        return dict(accuracy=self.accuracy.to_dict("records"), usage=self.usage.to_dict("records"),
-                    losses=self.losses.to_dict("records"), prefix=self.prefix.to_dict("records"))
-
-
-def study_from(results: list[dict[str, list[dict]]], train_scale: int, scale_factor: int) -> ComplexityStudy:
-    """The study of measured runs (:func:`measure_run`'s dictionaries)."""
-    accuracy, usage, losses, prefix = (pd.DataFrame([row for r in results for row in r[k]])
-                                       for k in ("accuracy", "usage", "losses", "prefix"))
-    return ComplexityStudy(accuracy, usage, losses, prefix, verdict_table(accuracy, usage, train_scale, scale_factor))
-
-
-def prefix_values(*studies: ComplexityStudy | None) -> dict[str, float]:
-    """constant_prefix_tie (the largest gap without the separator, over every network of the given studies) and
-    constant_prefix_opened (the smallest with it, over their interleaved-parity networks; NaN when there are none)."""
-    prefix = pd.concat([s.prefix for s in studies if s is not None], ignore_index=True)
-    opened = prefix.opened[prefix.task == INTERLEAVED]
-    return dict(constant_prefix_tie=float(prefix.tied.max()),
-                constant_prefix_opened=float(opened.min()) if len(opened) else float("nan"))
-
-
-def complexity_study(p: Parameters, progress: bool = True) -> ComplexityStudy:
-    """Train every (scheme, task, seed) relation network and measure it."""
-    jobs = [(cfg, (evaluated_scales(p), p.eval_batch)) for cfg in run_configs(p)]
-    return study_from(map_stacked(measure_run, jobs, p.workers, progress), p.train_scale, p.scale_factor)
-
-
-@dataclass
-class CommittedRuns:
-    """The runs of a committed sweep of this chapter that its spec lists now (fresh: same code, same notebook)."""
-
-    study: ComplexityStudy | None  # None when no run is present
-    expected: int  # chapter runs the spec lists
-    missing: int  # of those, runs with no stored record
-    train_scale: int
-    scale_factor: int
-    wall_seconds: list[float]  # each present record's wall time
-    cell_seconds: dict[tuple[str, str], float]  # (task, scheme): wall time of the record that trained the cell
-
-
-def committed_runs(name: str) -> CommittedRuns:
-    """Read the committed sweep ``data/sweeps/<name>``: every fresh run record's measurements."""
-    folder = SWEEPS_DIR / name
-    runs = [r for r in expand(load_spec(folder / "spec.yaml")) if r.chapter == Parameters.chapter]
-    records = list(stored_records(folder, {r.key for r in runs}))
-    if not records:
-        return CommittedRuns(None, len(runs), len(runs), 0, 0, [], {})
-    settings = {(int(r["parameters"]["train_scale"]), int(r["parameters"]["scale_factor"])) for r in records}
-    if len(settings) != 1:
-        raise ValueError(f"the committed sweep {name} mixes training scales or factors {sorted(settings)}")
-    train_scale, factor = settings.pop()
-    study = study_from([r["details"] for r in records], train_scale, factor)
-    if study.verdicts.duplicated(["scheme", "task", "seed"]).any():
-        raise ValueError(f"the committed sweep {name} has two runs of the same (scheme, task, seed)")
-    seconds = [float(r["wall_time_s"]) if r["wall_time_s"] is not None else float("nan") for r in records]
-    cells = {(row["task"], row["scheme"]): wall for r, wall in zip(records, seconds, strict=True)
-             for row in r["details"]["accuracy"]}
-    return CommittedRuns(study, len(runs), len(runs) - len(records), train_scale, factor, seconds, cells)

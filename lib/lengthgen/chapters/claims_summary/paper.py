@@ -1,167 +1,27 @@
-"""The claims summary page (``99_claims_summary``): every record of this build, audited, and every claim.
-
-:func:`audit` reads the records folder and accepts a record only if it is *current*: one per
-chapter of the table of contents, made by the chapter's current code (code fingerprint) and
-notebook (notebook hash), at the notebook's own parameters. Anything else is reported by
-name: a chapter without a record (it failed before its claim check, or never ran), a stale
-record (other code, another notebook, other parameters), a foreign record (a chapter the book
-does not list). The page asserts that there is none of these and that no claim failed.
-"""
+"""The paper's claims, each judged from this build's records: the checks and limits behind each verdict, and the dashboard."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 import pandas as pd
 
-from ..book import fingerprint
-from ..book.bookcache import toc_chapters
-from ..book.judging import rejudge
-from ..book.parameters import ChapterParameters, parameter
-from ..book.paths import RECORDS_DIR, REPO_ROOT, SWEEPS_DIR, notebook_path
-from ..book.records import COMPARISONS, checks_table, load_records
-from ..book.sweep import expand, load_spec, stored_records
-from ..claims import claims_of
-from . import parameters_of
-from .connections import EXTRAPOLATION_ERROR
-from .sequential_complexity import GROWING_MINIMUM, HINT_GAP, REGISTERED_LBPE_SHARE, has_position_head
-from .transfer import CARRIER_LEVEL
+from ...book.records import COMPARISONS
+from ...claims import claims_of
+from ...claims.connections import EXTRAPOLATION_ERROR
+from ...claims.sequential_complexity import GROWING_MINIMUM, HINT_GAP, REGISTERED_LBPE_SHARE
+from ...claims.transfer import CARRIER_LEVEL
+from ...model.programs import has_position_head
 
 # the tolerance of chapter 12's held-out shares (a quarter of the learned runs may straggle), read from its claims data
 HELD_OUT_SHARE = claims_of("12_sequential_complexity")["held_out_hint_generalizes"].threshold
 
-SUMMARY = "99_claims_summary"
-
-
-@dataclass(frozen=True)
-class Parameters(ChapterParameters):
-    """The summary page's parameters."""
-
-    chapter = SUMMARY
-    always_execute = True
-    records_folder: str = parameter("folder of results records to summarize ('' = data/records, the book build's)")
-
-
-def folder_of(p: Parameters) -> Path:
-    """The records folder the page summarizes."""
-    return Path(p.records_folder) if p.records_folder else RECORDS_DIR
-
-
-@dataclass
-class Audit:
-    """What the records folder holds, judged against the current book."""
-
-    chapters: list[str]  # the toc's chapters, in book order, without this page
-    records: dict[str, dict]  # current records by chapter
-    missing: list[str] = field(default_factory=list)
-    stale: dict[str, str] = field(default_factory=dict)  # chapter -> why
-    foreign: list[str] = field(default_factory=list)
-
-    @property
-    def checks(self) -> pd.DataFrame:
-        """Every check of every current record, in book order."""
-        return checks_table([self.records[c] for c in self.chapters if c in self.records])
-
-    @property
-    def failed(self) -> pd.DataFrame:
-        checks = self.checks
-        return checks[checks.passed.map(lambda passed: passed is False)]
-
-
-def current_defaults(chapter: str, root: Path = REPO_ROOT) -> dict:
-    """The chapter's notebook parameters, validated, as a record stores them."""
-    from ..book.rerun import default_parameters
-
-    return parameters_of(chapter).from_values(default_parameters(notebook_path(chapter, root))).as_dict()
-
-
-def audit(folder: Path, root: Path = REPO_ROOT) -> Audit:
-    """Judge every record in ``folder`` against the table of contents, the current code and the notebooks."""
-    chapters = [c for c in toc_chapters(root) if c != SUMMARY]
-    found = {name: record for name, record in load_records(folder).items() if name != SUMMARY}
-    result = Audit(chapters, {})
-    result.foreign = sorted(name for name in found if name not in chapters)
-    for chapter in chapters:
-        record = found.get(chapter)
-        if record is None:
-            result.missing.append(chapter)
-            continue
-        reasons = []
-        if record.get("chapter") != chapter:
-            reasons.append(f"the record names chapter {record.get('chapter')!r}")
-        if record.get("code_fingerprint") != fingerprint.code_fingerprint(chapter, root):
-            reasons.append("made by other code (code fingerprint differs)")
-        if record.get("notebook_hash") != fingerprint.notebook_hash(notebook_path(chapter, root)):
-            reasons.append("made by another version of the notebook (notebook hash differs)")
-        if record.get("parameters") != current_defaults(chapter, root):
-            reasons.append("made with other parameters than the notebook's")
-        if reasons:
-            result.stale[chapter] = "; ".join(reasons)
-        else:
-            result.records[chapter] = rejudge(record)
-    return result
-
-
-# -- the committed sweeps' wall time, run by run ---------------------------------------------------------------
-
-def run_settings(overrides: dict, varying: list[str]) -> str:
-    """A run's own settings: the values of the parameters that vary between its chapter's runs in the spec."""
-    def shown(value: object) -> str:
-        return "+".join(map(str, value)) if isinstance(value, list) else str(value)
-
-    return ", ".join(f"{name}={shown(overrides[name])}" for name in varying) or "(the only run)"
-
-
-def sweep_wall_times(sweeps_dir: Path = SWEEPS_DIR, root: Path = REPO_ROOT) -> pd.DataFrame:
-    """One row per stored run of every committed sweep: its settings, whether it is current, and its wall time.
-
-    A run is ``current`` when its record was made by the chapter's current code and notebook (the same
-    fingerprints the chapter itself checks before it reads the sweep; each chapter's fingerprint is
-    computed once here, not once per run). ``wall_time_s`` is the chapter's own wall time inside the
-    run as its record states it (training and measuring, without starting the kernel), on the machine
-    named by ``processor``; ``workers`` is how many runs the spec executes at once, so a sweep's
-    elapsed time is about its summed wall time over ``workers``.
-    """
-    rows = []
-    for spec_path in sorted(sweeps_dir.glob("*/spec.yaml")):
-        spec = load_spec(spec_path)
-        current = {run.key for run in expand(spec)}
-        records = list(stored_records(spec_path.parent, None))
-        for chapter in dict.fromkeys(r["chapter"] for r in records):
-            mine = [r for r in records if r["chapter"] == chapter]
-            names = sorted({name for r in mine for name in r["overrides"]})
-            varying = [n for n in names if len({repr(r["overrides"].get(n)) for r in mine}) > 1]
-            for r in mine:
-                rows.append(dict(sweep=spec_path.parent.name, chapter=chapter, settings=run_settings(r["overrides"], varying),
-                                 key=r["key"], current=r["key"] in current, rekeyed_from=rekeyed_text(r),
-                                 wall_time_s=float(r.get("wall_time_s") or float("nan")),
-                                 workers=int(spec.get("workers", 1)), processor=r.get("machine", {}).get("processor", "")))
-    return pd.DataFrame(rows, columns=["sweep", "chapter", "settings", "key", "current", "rekeyed_from", "wall_time_s",
-                                       "workers", "processor"])
-
-
-def rekeyed_text(record: dict) -> str:
-    """The keys a run record was carried over from, each with the commit that verified the move ('' if none)."""
-    return ", ".join(f"{entry['key']} (verified by {entry['verified_by'][:10]})" for entry in record.get("rekeyed_from", []))
-
-
-def sweep_time_totals(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per sweep: stored, current and re-keyed runs, workers, summed and per-run wall time (from
-    :func:`sweep_wall_times`)."""
-    grouped = runs.assign(rekeyed=runs.rekeyed_from != "").groupby("sweep", sort=False)
-    return pd.DataFrame(dict(
-        runs=grouped.size(), current=grouped.current.sum(), rekeyed=grouped.rekeyed.sum(), workers=grouped.workers.first(),
-        total_min=grouped.wall_time_s.sum() / 60, elapsed_min=grouped.wall_time_s.sum() / 60 / grouped.workers.first(),
-        median_s=grouped.wall_time_s.median(), min_s=grouped.wall_time_s.min(), max_s=grouped.wall_time_s.max(),
-    )).reset_index()
-
-
-# -- the paper's claims, judged from the records ----------------------------------------------------------------
 
 VERDICTS = ("reproduces", "partly", "does not", "not run")
+
+
 VERDICT_COLOURS = {"reproduces": "#c8e6c9", "partly": "#ffe0b2", "does not": "#ffcdd2", "not run": "#e0e0e0"}
 
 
@@ -217,7 +77,11 @@ class PaperClaim:
 
 
 PART_I = "arXiv 2607.18759"
+
+
 PART_II = "arXiv 2510.04130"
+
+
 PAPER_CLAIMS: tuple[PaperClaim, ...] = (
     PaperClaim("equivariance", PART_I, "Rotary encodings make the logit a function of the offset alone, so the rule learned "
                "at training lengths is reproduced at every longer length.", "01_equivariance",

@@ -11,18 +11,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .sequential_complexity import (
-    ADDED_TASKS,
-    FIRE,
-    FIRST_SWEEP_TASKS,
-    TRAINED_TASKS,
-    CommittedRuns,
-    conjecture,
-    disagreements,
-    held_out_groups,
-    rpe_growing_tasks,
-)
-from .stats import binomial_interval, spread_text
+from ...analysis.stats import binomial_interval, spread_text
+from . import CommittedRuns
+from .registered import ADDED_TASKS, FIRE, FIRST_SWEEP_TASKS, TRAINED_TASKS
+from .verdicts import conjecture, disagreements, held_out_groups, rpe_growing_tasks
 
 NOT_RUN = "not run"  # what every number reads when the committed sweep has no run
 # Shares shown with an exact binomial interval: the glued name's stem, the held-out group it counts, and what a run

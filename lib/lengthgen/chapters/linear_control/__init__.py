@@ -28,22 +28,38 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 import torch
 
-from ..book.parallel import map_runs
-from ..book.parameters import parameter
-from ..model.evaluation import doubling_lengths
-from ..model.heads import LinearRunConfig, WeightMap, kernel_weights, unit_key
-from ..model.seeding import generator
-from ..model.tasks import sample_tokens
-from ..model.training import train
-from .common import GB, Execution, Head, LengthSweep, Seeds, Task, power_of_two_at_least
-from .planes import plane_sum, planes_from_vectors
+from ...book.parallel import map_runs
+from ...book.parameters import parameter
+from ...model.evaluation import doubling_lengths
+from ...model.heads import LinearRunConfig, WeightMap, unit_key
+from ...model.seeding import generator
+from ...model.training import train
+from ..common import GB, Execution, Head, LengthSweep, Seeds, Task, power_of_two_at_least
+from .interpolants import (
+    LinearEval,
+    evaluate_linear,
+    expected_squared_error,
+    gradient_descent,
+    gradient_descent_closed_form,
+    min_norm_interpolant,
+    stable_lr,
+    task_gram,
+)
+from .law import (
+    COLLAPSE_ACCURACY,
+    LawSetting,
+    argmax_accuracy,
+    collapse_law,
+    crossing_length,
+    law_and_measurement,
+    least_bad_interpolant,
+    plane_amplitudes,
+)
 
 MAPS: dict[WeightMap, str] = {"linear": "linear f (unnormalized)", "squared": "normalized f²", "exp": "softmax exp f"}
-COLLAPSE_ACCURACY = 0.5  # the accuracy that defines a map's collapse length
 LAW_TOLERANCE = 0.1  # largest |measured - predicted| accuracy at any length (see the claim's reason)
 
 
@@ -75,279 +91,6 @@ class Parameters(Seeds, Task, Head, LengthSweep, Execution):
 
     def memory_rule(self) -> str:
         return "per worker: 32 bytes x longest length x dim for the features, plus the evaluation batch"
-
-
-def task_gram(train_length: int, offset: int, vocab: int, n_offsets: int | None = None) -> torch.Tensor:
-    """``H`` with ``E[loss] = (f - e_k)^T H (f - e_k)`` over the training queries ``t`` in ``[k, T)``.
-
-    For a query ``t``, ``E <e_{x_a}, e_{x_b}> = 1`` if ``a = b`` and ``1/V`` otherwise, so
-    ``E ||o_t - e_{x_{t-k}}||^2 = (f - y)^T G_t (f - y)`` with ``G_t = (1 - 1/V) I + 1/V 11^T``
-    restricted to the offsets ``D <= t``. ``H`` averages ``G_t`` over the training queries.
-    """
-    n = n_offsets or train_length
-    gram = torch.zeros(n, n, dtype=torch.float64)
-    queries = range(offset, train_length)
-    for t in queries:
-        m = min(t + 1, n)
-        gram[:m, :m] += (1 - 1 / vocab) * torch.eye(m, dtype=torch.float64) + 1 / vocab
-    return gram / len(queries)
-
-
-def min_norm_interpolant(phi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """``Phi^+ y``: the smallest ``q`` with ``Phi q = y`` (least squares if none exists)."""
-    return torch.linalg.pinv(phi) @ y
-
-
-def gradient_descent(phi: torch.Tensor, gram: torch.Tensor, y: torch.Tensor, lr: float, steps: int,
-                     init: torch.Tensor | None = None) -> torch.Tensor:
-    """Full-batch gradient descent on ``1/2 (Phi q - y)^T H (Phi q - y)`` from ``init`` (default zero)."""
-    q = torch.zeros(phi.shape[1], dtype=phi.dtype) if init is None else init.clone()
-    for _ in range(steps):
-        q = q - lr * phi.T @ (gram @ (phi @ q - y))
-    return q
-
-
-def gradient_descent_closed_form(phi: torch.Tensor, gram: torch.Tensor, y: torch.Tensor, lr: float, steps: float,
-                                 rtol: float = 1e-12) -> torch.Tensor:
-    """GD from zero after ``steps`` steps, exactly: ``(I - (I - lr M)^steps) M^+ b``.
-
-    ``M = Phi^T H Phi`` and ``b = Phi^T H y``. In the eigenbasis of ``M`` each
-    direction with eigenvalue ``lam`` is filled to the fraction ``1 - (1 - lr lam)^steps``
-    of its min-norm value: GD is a spectral filter, and directions with
-    ``lr lam * steps << 1`` are still essentially empty. ``steps = inf`` gives ``Phi^+ y``
-    when an interpolant exists.
-    """
-    m = phi.T @ gram @ phi
-    b = phi.T @ gram @ y
-    lam, u = torch.linalg.eigh(m)
-    keep = lam > rtol * lam.max()
-    lam_k = lam[keep]
-    if math.isinf(steps):
-        filt = 1 / lam_k
-    else:
-        filt = (1 - torch.pow(1 - lr * lam_k, steps)) / lam_k
-    return u[:, keep] @ (filt * (u[:, keep].T @ b))
-
-
-def stable_lr(phi: torch.Tensor, gram: torch.Tensor, fraction: float = 0.9) -> float:
-    """A step size ``fraction * 2 / lam_max(M)``, inside the region where GD converges."""
-    return fraction * 2 / float(torch.linalg.eigvalsh(phi.T @ gram @ phi).max())
-
-
-@dataclass(frozen=True)
-class LinearEval:
-    """Last-query accuracy (and, for the unnormalized map, squared error with its standard error) at one length."""
-
-    length: int
-    accuracy: float
-    squared_error: float
-    squared_error_se: float
-    expected_squared_error: float
-
-
-def expected_squared_error(f: torch.Tensor, offset: int, vocab: int) -> float:
-    """Exact ``E ||o - e_target||^2`` of the last query when the kernel ``f`` covers offsets ``0 .. L-1``.
-
-    ``= (1 - 1/V) sum_D (f - y)_D^2 + (1/V) (sum_D (f - y)_D)^2`` with ``y = e_k``. Every
-    offset beyond training adds its ``f(D)^2``: the error grows with ``L`` unless ``f`` vanishes there.
-    """
-    r = f.clone()
-    r[offset] -= 1
-    return float((1 - 1 / vocab) * (r**2).sum() + (r.sum() ** 2) / vocab)
-
-
-@torch.no_grad()
-def evaluate_linear(f_all: torch.Tensor, lengths: list[int], offset: int, vocab: int, seed: int,
-                    batch: int = 512, weight_map: WeightMap = "linear", stream: str = "linear-eval") -> list[LinearEval]:
-    """Last-query accuracy at each length of the head with kernel ``f_all`` (offsets up to ``max(lengths)``).
-
-    The weights are ``g(f)`` for the map; the normalized maps divide by their sum, which leaves
-    the argmax unchanged, so accuracy needs no normalization. The squared error (and its
-    expectation) is computed for the unnormalized map only.
-    """
-    rows = []
-    for length in lengths:
-        tokens = sample_tokens(batch, length, vocab, generator(seed, f"{stream}-{length}"))
-        weights = kernel_weights(f_all[:length], weight_map).flip(0)  # weight of key position s is g(f(L - 1 - s))
-        out = torch.zeros(batch, vocab, dtype=f_all.dtype).scatter_add_(1, tokens, weights.expand(batch, length))
-        target = tokens[:, length - 1 - offset]
-        accuracy = float((out.argmax(-1) == target).double().mean())
-        if weight_map != "linear":
-            rows.append(LinearEval(length, accuracy, math.nan, math.nan, math.nan))
-            continue
-        err = out.clone()
-        err[torch.arange(batch), target] -= 1
-        per_sequence = (err**2).sum(-1)
-        rows.append(LinearEval(length, accuracy, float(per_sequence.mean()),
-                               float(per_sequence.std() / math.sqrt(batch)),
-                               expected_squared_error(f_all[:length], offset, vocab)))
-    return rows
-
-
-def plane_amplitudes(q: torch.Tensor, key: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
-    """The plane amplitudes ``a_m`` of the kernel ``f(D) = phi(D) . q`` (the book's plane decomposition)."""
-    return torch.as_tensor(planes_from_vectors(q, key, freqs).amplitude)
-
-
-def far_moment(amplitudes: torch.Tensor, weight_map: WeightMap) -> float:
-    """``E g(f)^2`` over offsets far beyond ``T``, treating the planes' phases as independent and uniform.
-
-    ``f = sum_m a_m cos(phi_m)``: ``E f^2 = sum a^2 / 2``; ``E f^4 = 3 (sum a^2 / 2)^2 - 3/8 sum a^4``;
-    ``E exp(2 f) = prod_m I_0(2 a_m)``. These hold exactly for incommensurate frequencies averaged
-    over long stretches of offsets; they need only ``q``, i.e. what training at ``T`` produced.
-    """
-    a = amplitudes.double()
-    energy = float((a**2).sum() / 2)
-    if weight_map == "linear":
-        return energy
-    if weight_map == "squared":
-        return 3 * energy**2 - 0.375 * float((a**4).sum())
-    if weight_map == "exp":
-        return float(torch.prod(torch.special.i0(2 * a)))
-    raise ValueError(f"unknown weight map {weight_map!r}")
-
-
-def argmax_accuracy(target_weight: float, noise_energy: float, vocab: int) -> float:
-    """``P(m + s Z_0 > max_{v < V-1} s Z_v)``: the target's bin beats ``V - 1`` others under Gaussian bin noise.
-
-    Each bin sums the weights of the offsets whose token fell in it; over random tokens its variance
-    is ``(1/V)(1 - 1/V)`` times the sum of the squared weights (``noise_energy``), the same in every
-    bin, and the common mean cancels in the argmax. The target's bin also holds ``m = g(f(k))``.
-    """
-    if noise_energy <= 0:
-        return 1.0 if target_weight > 0 else 1.0 / vocab
-    s = math.sqrt(noise_energy * (1 / vocab) * (1 - 1 / vocab))
-    z = torch.linspace(-10, 10, 4001, dtype=torch.float64)
-    density = torch.exp(-z**2 / 2) / math.sqrt(2 * math.pi)
-    inner = torch.special.ndtr(target_weight / s + z) ** (vocab - 1)
-    return float(torch.trapezoid(density * inner, z))
-
-
-@dataclass(frozen=True)
-class CollapseLaw:
-    """What the argmax law needs, all measured at the training length, for one head and one weight map."""
-
-    target_weight: float  # g(f(k))
-    in_range_noise: float  # sum over training offsets D != k of g(f(D))^2
-    far_moment: float  # E g(f)^2 per offset beyond T
-    train_length: int
-    vocab: int
-
-    def noise_energy(self, length: float) -> float:
-        """Summed squared weight of the non-target offsets of the last query at ``length``."""
-        return self.in_range_noise + max(length - self.train_length, 0) * self.far_moment
-
-    def accuracy(self, length: float) -> float:
-        """Predicted last-query accuracy at ``length``."""
-        return argmax_accuracy(self.target_weight, self.noise_energy(length), self.vocab)
-
-    def collapse_length(self, level: float = COLLAPSE_ACCURACY) -> float:
-        """The length at which the predicted accuracy falls to ``level`` (bisection; the noise grows linearly in L)."""
-        lo, hi = float(self.train_length), float(self.train_length)
-        if self.accuracy(lo) < level:
-            return lo
-        while self.accuracy(hi) >= level:
-            hi *= 2
-            if hi > 1e12:
-                return math.inf
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if self.accuracy(mid) >= level else (lo, mid)
-        return hi
-
-
-def collapse_law(f_train: torch.Tensor, amplitudes: torch.Tensor, offset: int, vocab: int,
-                 weight_map: WeightMap) -> CollapseLaw:
-    """The Gaussian law's inputs from the kernel on the training offsets ``f_train`` and the plane amplitudes."""
-    g = kernel_weights(f_train, weight_map)
-    others = torch.cat([g[:offset], g[offset + 1:]])
-    return CollapseLaw(float(g[offset]), float((others**2).sum()), far_moment(amplitudes, weight_map),
-                       f_train.shape[0], vocab)
-
-
-def surrogate_kernel(f_train: torch.Tensor, amplitudes: torch.Tensor, freqs: torch.Tensor, length: int,
-                     gen: torch.Generator) -> torch.Tensor:
-    """The kernel on the training offsets, continued beyond ``T`` by planes of the same amplitudes and frequencies
-    with random phases: what a kernel with this energy spectrum does far out when its phases carry no structure."""
-    phases = 2 * torch.pi * torch.rand(len(amplitudes), generator=gen, dtype=torch.float64)
-    continued = plane_sum(np.asarray(amplitudes, dtype=np.float64), phases.numpy(), np.asarray(freqs, dtype=np.float64),
-                          np.arange(f_train.shape[0], length))
-    return torch.cat([f_train, torch.from_numpy(continued)])
-
-
-def surrogate_accuracy(f_train: torch.Tensor, amplitudes: torch.Tensor, freqs: torch.Tensor, lengths: list[int],
-                       offset: int, vocab: int, seed: int, batch: int, draws: int, weight_map: WeightMap) -> list[float]:
-    """The collapse law: predicted last-query accuracy at each length, from the training offsets' kernel and the plane
-    amplitudes of ``q`` only (mean over ``draws`` random-phase continuations, each on its own token sample)."""
-    totals = [0.0] * len(lengths)
-    for draw in range(draws):
-        kernel = surrogate_kernel(f_train, amplitudes, freqs, max(lengths), generator(seed, f"surrogate-phases-{draw}"))
-        evals = evaluate_linear(kernel, lengths, offset, vocab, seed, batch, weight_map, stream=f"surrogate-{draw}")
-        totals = [t + ev.accuracy for t, ev in zip(totals, evals, strict=True)]
-    return [t / draws for t in totals]
-
-
-@dataclass(frozen=True)
-class LawSetting:
-    """What the collapse law and its measurement share within one run: features, key, frequencies, lengths, task."""
-
-    phi_long: torch.Tensor  # features of the offsets 0 .. longest - 1
-    key: torch.Tensor
-    freqs: torch.Tensor
-    lengths: list[int]
-    offset: int
-    vocab: int
-    train_length: int
-    seed: int
-    batch: int
-    draws: int
-
-
-def law_and_measurement(s: LawSetting, q: torch.Tensor, weight_map: WeightMap) -> tuple[list[float], list[LinearEval]]:
-    """The collapse law's accuracy at each length from training-length quantities, and the head's measured accuracy."""
-    f = s.phi_long @ q
-    predicted = surrogate_accuracy(f[:s.train_length], plane_amplitudes(q, s.key, s.freqs), s.freqs, s.lengths,
-                                   s.offset, s.vocab, s.seed, s.batch, s.draws, weight_map)
-    return predicted, evaluate_linear(f, s.lengths, s.offset, s.vocab, s.seed, s.batch, weight_map)
-
-
-def crossing_length(lengths: list[int], accuracy: list[float], level: float = COLLAPSE_ACCURACY) -> float:
-    """Where an accuracy curve first falls below ``level``, interpolated linearly in log length (inf if it never does,
-    the first length if it starts below)."""
-    if accuracy[0] < level:
-        return float(lengths[0])
-    for (l0, a0), (l1, a1) in zip(zip(lengths, accuracy, strict=True), zip(lengths[1:], accuracy[1:], strict=True),
-                                  strict=False):
-        if a1 < level:
-            w = (a0 - level) / (a0 - a1)
-            return float(math.exp(math.log(l0) + w * (math.log(l1) - math.log(l0))))
-    return math.inf
-
-
-def least_bad_interpolant(phi_train: torch.Tensor, phi_long: torch.Tensor, offset: int, vocab: int) -> torch.Tensor:
-    """The interpolant ``Phi q = e_k`` with the lowest exact expected squared error at the length of ``phi_long``.
-
-    Interpolants are ``q = Phi^+ y + N z`` with ``N`` a basis of the null space of ``Phi``; the
-    expected error at length ``L`` is ``r^T G r`` with ``r = Phi_L q - y_L`` and
-    ``G = (1 - 1/V) I + 11^T / V`` (:func:`expected_squared_error`), a quadratic in ``z``.
-    """
-    y = torch.zeros(phi_train.shape[0], dtype=phi_train.dtype)
-    y[offset] = 1
-    q0 = min_norm_interpolant(phi_train, y)
-    _, sing, vh = torch.linalg.svd(phi_train)
-    rank = int((sing > 1e-10 * sing.max()).sum())
-    null = vh[rank:].T
-    if null.shape[1] == 0:
-        return q0
-    y_long = torch.zeros(phi_long.shape[0], dtype=phi_long.dtype)
-    y_long[offset] = 1
-    b = phi_long @ null
-    c = phi_long @ q0 - y_long
-    ones_b, ones_c = b.sum(0), c.sum()
-    gram = (1 - 1 / vocab) * b.T @ b + torch.outer(ones_b, ones_b) / vocab
-    rhs = (1 - 1 / vocab) * b.T @ c + ones_b * ones_c / vocab
-    z = -torch.linalg.lstsq(gram, rhs[:, None]).solution[:, 0]
-    return q0 + null @ z
 
 
 @dataclass
