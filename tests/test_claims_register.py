@@ -12,7 +12,7 @@ from lengthgen_testing import copy_repository
 
 import lengthgen.claims as claims_layer
 from lengthgen.book import bookcache, fingerprint
-from lengthgen.book.sphinx_claims import judged_rows, revision_rows
+from lengthgen.book.sphinx_claims import judged_rows, overview_row, revision_rows
 from lengthgen.claims import claims_of, register_of, register_problems, registered_text
 
 CHAPTERS = bookcache.toc_chapters()
@@ -136,7 +136,7 @@ def test_rewording_a_claim_is_a_warm_rebuild_and_a_threshold_re_executes(tmp_pat
     assert sorted(changed["stale"]) == ["03_carrier", "07_robustness"]
 
 
-def build_page(tmp_path, record: dict) -> tuple[int, str]:
+def build_page(tmp_path, record: dict, monkeypatch) -> tuple[int, str]:
     """Build a one-page Sphinx project whose page shows chapter 7's claims from ``record``: (exit code, its HTML)."""
     import json
 
@@ -144,18 +144,61 @@ def build_page(tmp_path, record: dict) -> tuple[int, str]:
 
     source = tmp_path / "src"
     source.mkdir(parents=True)
+    from lengthgen.book import paths
+
     (tmp_path / "record.json").write_text(json.dumps(record))
+    (tmp_path / "07_robustness.json").write_text(json.dumps(record))
+    monkeypatch.setattr(paths, "RECORDS_DIR", tmp_path)  # where {verdict} reads the chapter's record
     (source / "conf.py").write_text("extensions = ['myst_parser', 'lengthgen.book.sphinx_claims']\n")
     (source / "index.md").write_text(f"# Claims\n\n```{{claims}} 07_robustness\n:record: {tmp_path / 'record.json'}\n```\n")
-    code = build_main([str(source), str(tmp_path / "html"), "-b", "html", "-W", "-q", "-E"])
-    page = tmp_path / "html" / "index.html"
-    return code, page.read_text() if page.exists() else ""
+    (source / "verdicts.md").write_text("# Verdicts\n\nMissing runs: {verdict}`07_robustness:missing_runs` "
+                                        "({verdict}`07_robustness:missing_runs:value`).\n")
+    (source / "index.md").write_text((source / "index.md").read_text() + "\n```{toctree}\nverdicts\n```\n")
+    code = build_main([str(source), str(tmp_path / "html"), "-b", "html", "-W", "--keep-going", "-q", "-E"])
+    pages = [tmp_path / "html" / name for name in ("index.html", "verdicts.html")]
+    return code, "".join(page.read_text() for page in pages if page.exists())
 
 
-def test_a_page_renders_its_claim_table_and_provenance_and_a_failure_fails_the_build(tmp_path):
-    code, html = build_page(tmp_path / "ok", robustness_record())
+def test_a_page_renders_its_claim_table_and_provenance_and_a_failure_fails_the_build(tmp_path, monkeypatch):
+    code, html = build_page(tmp_path / "ok", robustness_record(), monkeypatch)
     assert code == 0 and "claims-table" in html and "Provenance: full arguments and revisions" in html
     assert all(claim.statement.split(" (")[0][:40] in html.replace("&#8217;", "'") for claim in
                claims_of("07_robustness").values())
-    code, _ = build_page(tmp_path / "failing", robustness_record(missing_runs=3.0))
+    assert "Missing runs: <strong>holds</strong> (<strong>0</strong>)" in html  # the {verdict} role, judged now
+    code, html = build_page(tmp_path / "failing", robustness_record(missing_runs=3.0), monkeypatch)
+    assert "<strong>fails</strong> (<strong>3</strong>)" in html
     assert code != 0, "a claim that fails on the record must fail the build"
+
+
+def test_the_landing_page_counts_each_chapters_verdicts_from_its_record():
+    claims = claims_of("07_robustness").values()
+    evidence = sum(c.role == "evidence" for c in claims)
+    guards = sum(c.role in ("proof", "sanity") for c in claims)
+    row = overview_row("07_robustness", robustness_record())
+    assert row["evidence"] == f"{evidence} of {evidence}" and row["guards"] == f"{guards} of {guards}"
+    assert row["failing"] == "none" and row["reported"] == str(sum(c.role == "reported" for c in claims))
+    assert "missing_runs (fails)" in overview_row("07_robustness", robustness_record(missing_runs=1.0))["failing"]
+    assert overview_row("07_robustness", None)["evidence"] == "no record"
+
+
+def test_a_per_run_check_with_no_run_is_not_judged_and_never_passes(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from lengthgen.book import glue as glue_module
+    from lengthgen.book import harness
+    from lengthgen.book.audit import current_defaults
+    from lengthgen.book.judging import rejudge
+
+    monkeypatch.setattr(harness, "glue", lambda *args, **kwargs: None)
+    monkeypatch.setattr(glue_module, "glue", lambda *args, **kwargs: None)
+    chapter = harness.Chapter("01_equivariance", {**current_defaults("01_equivariance"), "_records_folder": str(tmp_path)})
+    assert chapter.check_runs("peak_at_k", pd.DataFrame(columns=["offset", "seed", "value"])) is False
+    stored = chapter.record.checks[-1]
+    assert math.isnan(stored.value) and stored.passed is False
+    stored_pass = dict(name="peak_at_k", claim="", value=0.0, comparison="==", threshold=0.0, passed=True, role="evidence")
+    record = dict(chapter="01_equivariance", parameters=current_defaults("01_equivariance"),
+                  details=dict(per_run={"peak_at_k": []}), checks=[stored_pass])
+    judged = {c["name"]: c for c in rejudge(record)["checks"]}["peak_at_k"]
+    assert math.isnan(judged["value"]) and judged["passed"] is False  # stored as a pass: judged again, not judged
+    rows, problems = judged_rows("01_equivariance", record)
+    assert {r["name"]: r["verdict"] for r in rows}["peak_at_k"] == "not judged" and any("peak_at_k" in p for p in problems)

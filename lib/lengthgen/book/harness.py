@@ -19,6 +19,7 @@ name no reader sets) through papermill; otherwise it goes to ``data/records/``.
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import platform
 from collections.abc import Mapping
@@ -113,7 +114,8 @@ class Chapter:
 
     def check_runs(self, name: str, runs: pd.DataFrame) -> bool:
         """Record a per-run claim: ``runs`` has one row per run (``offset``, ``seed``, ``value``); the check's value is
-        the number of runs whose value fails the registered comparison, and every run's verdict goes to the record."""
+        the number of runs whose value fails the registered comparison (NaN, *not judged*, a failure, when there is no
+        run), and every run's verdict goes to the record."""
         claim = find(self.name, name)
         if not claim.per_run:
             raise ValueError(f"claim {name!r} of {self.name} is not registered per run: use check()")
@@ -122,7 +124,7 @@ class Chapter:
         self.record.details.setdefault("per_run", {})[name] = [
             dict(offset=int(o), seed=int(s), value=float(v), passed=ok)
             for o, s, v, ok in zip(runs.offset, runs.seed, runs.value, verdicts, strict=True)]
-        failing = len(verdicts) - sum(verdicts)
+        failing = len(verdicts) - sum(verdicts) if verdicts else math.nan  # no run judged: not judged, never a pass
         return self.record.check(name, f"runs failing: {claim.statement}", failing, "==", 0, claim.role)
 
     def report(self, name: str, value: float) -> None:

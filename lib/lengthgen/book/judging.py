@@ -4,7 +4,8 @@ A run's key covers what it measured, not how it is judged (:mod:`lengthgen.book.
 record made before a claim was edited is still current. Every reader of stored runs therefore
 passes each record through :func:`rejudge`: each check's statement, comparison, role, threshold
 (at the run's own parameters) and verdict are recomputed from its stored value and the current
-claims data; a per-run check's count of failing runs is recounted from its runs' stored values.
+claims data; a per-run check's count of failing runs is recounted from its runs' stored values (a
+per-run check with no run judged nothing: *not judged*, value NaN, a failure).
 A check whose claim is no longer registered keeps its value and is judged by nothing (role
 ``unregistered``, verdict ``None``); a registered check the run never measured (registered later, or
 now per run where it was one value, or the reverse) fails as *not measured*, never passes. A record
@@ -66,7 +67,7 @@ def rejudge(record: dict) -> dict:
             runs = per_run[check["name"]]
             for run in runs:
                 run["passed"] = holds(run["value"], claim.comparison, bar)
-            failing = float(sum(not run["passed"] for run in runs))
+            failing = float(sum(not run["passed"] for run in runs)) if runs else math.nan  # no run: not judged
             check.update(claim=f"runs failing: {claim.statement}", value=failing, comparison="==", threshold=0.0,
                          passed=failing == 0, role=claim.role)
         else:

@@ -10,7 +10,8 @@ rendered from that record judged again against the claims data as it is now
 (:func:`lengthgen.book.judging.rejudge`): each claim's statement, role, threshold, measured value,
 verdict and one-sentence reason, then a collapsed *Provenance* block with the full statements and
 arguments and every revision from the chapter's register. ``{claims-revisions}`` renders every
-revision of every chapter on one page.
+revision of every chapter on one page, and ``{claims-overview}`` (the landing page) every chapter's
+verdicts in counts.
 
 Editing a claim's statement, reason or register is therefore a warm rebuild: the book cache only
 asks Sphinx to read the page again (:mod:`lengthgen.book.bookcache`), the cached execution stands
@@ -204,6 +205,49 @@ class ClaimsDirective(SphinxDirective):
         return [nodes.paragraph(text=message)]
 
 
+def overview_row(chapter: str, record: dict | None) -> dict[str, Any]:
+    """One chapter's verdicts in counts, judged now from its record: evidence that holds (of how many), proof and
+    sanity checks that hold, checks that fail or judged nothing, and reported numbers."""
+    if record is None:
+        return dict(chapter=chapter, evidence="no record", guards="", failing="", reported="")
+    rows, problems = judged_rows(chapter, record)
+    asserted = [r for r in rows if r["role"] != "reported"]
+    evidence = [r for r in asserted if r["role"] == "evidence"]
+    guards = [r for r in asserted if r["role"] in ("proof", "sanity")]
+    failing = [r for r in asserted if r["verdict"] != "holds"]
+    return dict(chapter=chapter, evidence=f"{sum(r['verdict'] == 'holds' for r in evidence)} of {len(evidence)}",
+                guards=f"{sum(r['verdict'] == 'holds' for r in guards)} of {len(guards)}",
+                failing=", ".join(f"{r['name']} ({r['verdict']})" for r in failing) or "none",
+                reported=str(sum(r["role"] == "reported" for r in rows)))
+
+
+class OverviewDirective(SphinxDirective):
+    """``{claims-overview}``: every chapter's verdicts in counts, judged when the book is built (the landing page)."""
+
+    def run(self) -> list[nodes.Node]:
+        from ..claims import claims_module, register_path
+        from .bookcache import toc_chapters
+        from .paths import RECORDS_DIR, REPO_ROOT
+        from .records import RecordFileError, load_record
+
+        rows = []
+        for chapter in toc_chapters():
+            path = RECORDS_DIR / f"{chapter}.json"
+            module = REPO_ROOT / "lib" / Path(*claims_module(chapter).split("."))
+            for dependency in (path, module.with_suffix(".py"), register_path(chapter)):
+                self.env.note_dependency(str(dependency))
+            try:
+                record = load_record(path)
+            except RecordFileError:
+                record = None
+                logger.warning(f"{chapter}: no record to judge its claims from; run make book", location=self.get_location())
+            rows.append(overview_row(chapter, record))
+        shown = [[(f" {r['chapter'].partition('_')[2].replace('_', ' ')}", r["chapter"].partition("_")[0]),
+                  r["evidence"], r["guards"], r["failing"], r["reported"]] for r in rows]
+        headers = ["chapter", "evidence holds", "proof and sanity checks hold", "fails or not judged", "reported"]
+        return [table(headers, shown, [22, 14, 18, 34, 12], ["claims-overview"])]
+
+
 def revision_rows(chapters: list[str]) -> list[list[Any]]:
     """Every revision of every chapter's claims, in book order: chapter, claim, what changed and why."""
     from ..claims import register_of
@@ -226,7 +270,35 @@ class RevisionsDirective(SphinxDirective):
         return [table(["chapter", "claim", "revision"], revision_rows(chapters), [12, 18, 70], ["claims-revisions"])]
 
 
+def verdict_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any, options: dict | None = None,
+                 content: list | None = None) -> tuple[list[nodes.Node], list[nodes.system_message]]:
+    """``{verdict}`claim``` (or ``chapter:claim``): a claim's verdict judged now from its chapter's record, in words, for
+    prose such as a page's verdict box; ``{verdict}`claim:value``` gives the measured value instead."""
+    from .paths import RECORDS_DIR
+    from .records import RecordFileError, load_record
+
+    env = inliner.document.settings.env
+    parts = text.split(":")
+    what = parts.pop() if parts[-1] == "value" else "verdict"
+    chapter, claim = (parts[0], parts[1]) if len(parts) == 2 else ("", parts[0])
+    chapter = chapter or chapter_of(env.docname)
+    path = RECORDS_DIR / f"{chapter}.json"
+    env.note_dependency(str(path))
+    try:
+        rows, _ = judged_rows(chapter, load_record(path))
+    except (RecordFileError, KeyError) as err:
+        message = inliner.reporter.error(f"{{verdict}}: no record to judge {text!r} from ({err})", line=lineno)
+        return [inliner.problematic(rawtext, rawtext, message)], [message]
+    row = next((r for r in rows if r["name"] == claim), None)
+    if row is None:
+        message = inliner.reporter.error(f"{{verdict}}: {claim!r} is not a registered claim of {chapter}", line=lineno)
+        return [inliner.problematic(rawtext, rawtext, message)], [message]
+    return [nodes.strong(text=row["measured"] if what == "value" else row["verdict"])], []
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("claims", ClaimsDirective)
     app.add_directive("claims-revisions", RevisionsDirective)
+    app.add_directive("claims-overview", OverviewDirective)
+    app.add_role("verdict", verdict_role)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
