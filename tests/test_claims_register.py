@@ -13,7 +13,7 @@ from lengthgen_testing import copy_repository
 import lengthgen.claims as claims_layer
 from lengthgen.book import bookcache, fingerprint
 from lengthgen.book.sphinx_claims import judged_rows, overview_row, revision_rows
-from lengthgen.claims import claims_of, register_of, register_problems, registered_text
+from lengthgen.claims import claims_of, register_of, register_path, register_problems, registered_text, unrevised_changes
 
 CHAPTERS = bookcache.toc_chapters()
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
@@ -78,7 +78,12 @@ def robustness_record(**values: float) -> dict:
         checks.append(dict(name=claim.name, claim=claim.statement, value=value, comparison=claim.comparison,
                            threshold=0.0 if claim.comparison else math.nan, passed=True if claim.comparison else None,
                            role=claim.role))
-    return dict(chapter="07_robustness", parameters={}, checks=checks, details={})
+    from lengthgen.book.audit import current_defaults
+    from lengthgen.book.paths import notebook_path
+
+    return dict(chapter="07_robustness", parameters=current_defaults("07_robustness"), checks=checks, details={},
+                code_fingerprint=fingerprint.code_fingerprint("07_robustness"),
+                notebook_hash=fingerprint.notebook_hash(notebook_path("07_robustness")))
 
 
 def test_the_claim_table_is_judged_from_the_values_not_the_stored_verdicts():
@@ -174,11 +179,32 @@ def test_the_landing_page_counts_each_chapters_verdicts_from_its_record():
     claims = claims_of("07_robustness").values()
     evidence = sum(c.role == "evidence" for c in claims)
     guards = sum(c.role in ("proof", "sanity") for c in claims)
-    row = overview_row("07_robustness", robustness_record())
+    row = overview_row("07_robustness", judged_rows("07_robustness", robustness_record())[0])
     assert row["evidence"] == f"{evidence} of {evidence}" and row["guards"] == f"{guards} of {guards}"
     assert row["failing"] == "none" and row["reported"] == str(sum(c.role == "reported" for c in claims))
-    assert "missing_runs (fails)" in overview_row("07_robustness", robustness_record(missing_runs=1.0))["failing"]
-    assert overview_row("07_robustness", None)["evidence"] == "no record"
+    failing = judged_rows("07_robustness", robustness_record(missing_runs=1.0))[0]
+    assert "missing_runs (fails)" in overview_row("07_robustness", failing)["failing"]
+    assert overview_row("07_robustness", None)["evidence"] == "no current record"
+
+
+def test_a_record_that_is_not_current_is_refused_by_name(tmp_path, monkeypatch):
+    import json
+
+    from lengthgen.book import paths
+    from lengthgen.book.sphinx_claims import judged_record
+
+    monkeypatch.setattr(paths, "RECORDS_DIR", tmp_path)
+    record = robustness_record()
+    (tmp_path / "07_robustness.json").write_text(json.dumps(record))
+    rows, problems = judged_record("07_robustness")
+    assert rows and problems == []
+    for edit, why in ((dict(code_fingerprint="other"), "other code"), (dict(notebook_hash="other"), "notebook"),
+                      (dict(parameters={**record["parameters"], "sweep_name": "zoo"}), "other parameters")):
+        (tmp_path / "07_robustness.json").write_text(json.dumps({**record, **edit}))
+        rows, problems = judged_record("07_robustness")
+        assert not rows and why in problems[-1]
+    (tmp_path / "07_robustness.json").unlink()
+    assert "no record" in judged_record("07_robustness")[1][-1]
 
 
 def test_a_per_run_check_with_no_run_is_not_judged_and_never_passes(tmp_path, monkeypatch):
@@ -202,3 +228,34 @@ def test_a_per_run_check_with_no_run_is_not_judged_and_never_passes(tmp_path, mo
     assert math.isnan(judged["value"]) and judged["passed"] is False  # stored as a pass: judged again, not judged
     rows, problems = judged_rows("01_equivariance", record)
     assert {r["name"]: r["verdict"] for r in rows}["peak_at_k"] == "not judged" and any("peak_at_k" in p for p in problems)
+
+
+def test_a_registered_value_changed_without_a_revision_is_named():
+    before = dict(a=dict(registered="evidence: >= 0.8"), b=dict(registered="sanity: == 0"))
+    quiet = dict(a=dict(registered="evidence: >= 0.7"), b=dict(registered="sanity: == 0"))
+    revised = dict(a=dict(registered="evidence: >= 0.7", revisions=[dict(was="evidence: >= 0.8", why="a review")]),
+                   b=dict(registered="reported"))
+    assert unrevised_changes(before, quiet) == ["a"] and unrevised_changes(before, revised) == ["b"]
+
+
+def test_every_registered_value_changed_since_its_register_was_first_committed_has_a_revision():
+    """The register's history is the repository's: a threshold or role that differs from the register as first
+    committed must have gained a revision since (a clone without history skips this)."""
+    import subprocess
+
+    from lengthgen.book.paths import REPO_ROOT
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True).stdout
+
+    checked = 0
+    for chapter in CHAPTERS:
+        path = register_path(chapter).relative_to(REPO_ROOT)
+        added = git("log", "--diff-filter=A", "--format=%H", "--", str(path)).split()
+        if not added:
+            continue
+        first = yaml.safe_load(git("show", f"{added[-1]}:{path}")) or {}
+        assert unrevised_changes(first, register_of(chapter)) == [], f"{chapter}: changed without a revision"
+        checked += 1
+    if not checked:
+        pytest.skip("no committed register in this clone's history")

@@ -53,6 +53,8 @@ def test_failed_claim_is_recorded_then_raised(tmp_path):
     chapter.check("missing_runs", 2)
     for name in ("error_runs", "seeds_reused", "proof_failures"):
         chapter.check(name, 0)
+    for name in ("sanity_failures", "excess_failures", "evidence_runs_failed"):
+        chapter.report(name, 0)
     with pytest.raises(AssertionError, match="missing_runs"):
         chapter.finish()
     assert json.loads((tmp_path / "07_robustness.json").read_text())["checks"][0]["passed"] is False
@@ -106,12 +108,12 @@ def passing_checks(record: ChapterRecord, chapter: str, failing: str = "") -> No
     for c in claims_of(chapter).values():
         if not c.comparison:
             continue
-        if c.per_run:
-            record.details.setdefault("per_run", {})[c.name] = []
+        bar = c.threshold_for(p)
+        value = float("nan") if c.name == failing else {"<": bar - 1, ">": bar + 1}.get(c.comparison, bar)
+        if c.per_run:  # one run, at the bar
+            record.details.setdefault("per_run", {})[c.name] = [dict(offset=1, seed=0, value=value, passed=True)]
             record.check(c.name, c.statement, 0.0, "==", 0.0, c.role)
         else:
-            bar = c.threshold_for(p)
-            value = float("nan") if c.name == failing else {"<": bar - 1, ">": bar + 1}.get(c.comparison, bar)
             record.check(c.name, c.statement, value, c.comparison, bar, c.role)
 
 

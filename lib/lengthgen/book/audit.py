@@ -63,17 +63,23 @@ def audit(folder: Path, root: Path = REPO_ROOT) -> Audit:
         if record is None:
             result.missing.append(chapter)
             continue
-        reasons = []
-        if record.get("chapter") != chapter:
-            reasons.append(f"the record names chapter {record.get('chapter')!r}")
-        if record.get("code_fingerprint") != fingerprint.code_fingerprint(chapter, root):
-            reasons.append("made by other code (code fingerprint differs)")
-        if record.get("notebook_hash") != fingerprint.notebook_hash(notebook_path(chapter, root)):
-            reasons.append("made by another version of the notebook (notebook hash differs)")
-        if record.get("parameters") != current_defaults(chapter, root):
-            reasons.append("made with other parameters than the notebook's")
+        reasons = stale_reasons(chapter, record, root)
         if reasons:
             result.stale[chapter] = "; ".join(reasons)
         else:
             result.records[chapter] = rejudge(record)
     return result
+
+
+def stale_reasons(chapter: str, record: dict, root: Path = REPO_ROOT) -> list[str]:
+    """Why a chapter's record is not current (another chapter's, other code, another notebook, other parameters)."""
+    reasons = []
+    if record.get("chapter") != chapter:
+        reasons.append(f"the record names chapter {record.get('chapter')!r}")
+    if record.get("code_fingerprint") != fingerprint.code_fingerprint(chapter, root):
+        reasons.append("made by other code (code fingerprint differs)")
+    if record.get("notebook_hash") != fingerprint.notebook_hash(notebook_path(chapter, root)):
+        reasons.append("made by another version of the notebook (notebook hash differs)")
+    if record.get("parameters") != current_defaults(chapter, root):
+        reasons.append("made with other parameters than the notebook's")
+    return reasons

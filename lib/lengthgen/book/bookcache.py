@@ -122,6 +122,9 @@ def refresh(root: Path = REPO_ROOT, build: Path | None = None) -> dict[str, list
         forget(root / "book" / f"{name}.ipynb", build)
     for name in done["reworded"]:  # read again over the cached execution: the claim tables are rendered at build time
         (root / "book" / f"{name}.ipynb").touch()
+    landing = root / f"{toc_files(root)[0]}.md"
+    if landing.exists():  # its overview judges every record: read it again (after the chapters, which sort first)
+        landing.touch()
     build.mkdir(parents=True, exist_ok=True)
     stamp_path.write_text(json.dumps(current, indent=1))
     return done

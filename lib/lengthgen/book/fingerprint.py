@@ -12,9 +12,10 @@
 * :func:`code_fingerprint`: what a chapter *page's execution* depends on: the measurement
   fingerprint's inputs plus the book machinery the notebook imports, the committed sweep its page
   reads (:func:`read_sweep_files`), and how the claims of the chapter and of every chapter whose
-  stored runs it judges (:func:`judged_chapters`) judge: roles, comparisons and thresholds, not
-  their wording (:func:`judgement_text`). The book cache re-executes a page when it changes, and the
-  claims summary accepts a page's record only under the current one.
+  stored runs it judges (:func:`judged_chapters`) judge: roles, comparisons and thresholds (and the
+  modules whose constants the thresholds are), not their wording (:func:`judgement_text`). The book
+  cache re-executes a page when it changes, and the claims summary accepts a page's record only
+  under the current one.
 * :func:`prose_fingerprint`: the claims modules and registers a page renders; when only they
   change, the book cache has Sphinx read the page again over its cached execution.
 * :func:`build_fingerprint`: SHA-256 of the whole library, the pins, the book configuration and
@@ -184,9 +185,15 @@ def measurement_fingerprint(chapter: str, root: Path = REPO_ROOT) -> str:
 def code_fingerprint(chapter: str, root: Path = REPO_ROOT) -> str:
     """SHA-256 of what a chapter page's execution depends on: the pins, every library module its notebook imports (book
     machinery included), the data and committed sweeps it reads, and how its claims judge (:func:`judgement_text`)."""
+    from ..claims import claims_module
+
     modules = import_closure(code_cells(notebook_path(chapter, root)), root / "lib")
-    digest = _hash_files(root, [root / p for p in PINS] + modules + _data_files(chapter, root) + read_sweep_files(chapter, root))
     judged = [chapter, *judged_chapters(chapter, root)]  # whose claims the page applies
+    claims = [f"import {claims_module(name)}" for name in judged]
+    wording = {root / "lib" / Path(*claims_module(name).split(".")).with_suffix(".py") for name in judged}
+    constants = [p for p in import_closure(claims, root / "lib") if p not in wording and p not in modules]  # thresholds
+    digest = _hash_files(root, [root / p for p in PINS] + modules + constants + _data_files(chapter, root)
+                         + read_sweep_files(chapter, root))
     return hashlib.sha256(digest.encode() + judgement_text(judged, root)).hexdigest()
 
 

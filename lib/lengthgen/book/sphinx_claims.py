@@ -162,6 +162,40 @@ def provenance(chapter: str) -> nodes.admonition:
     return block
 
 
+def judged_record(chapter: str, path: Path | None = None) -> tuple[list[dict], list[str]]:
+    """A chapter's rows judged now from its record (``data/records/<chapter>.json`` unless ``path``), and every problem:
+    no record, a record that is not current (another chapter's, other code, notebook or parameters), a check that
+    fails, is not measured or judged nothing, and any disagreement between the claims data and its register."""
+    from ..claims import register_problems
+    from .audit import stale_reasons
+    from .paths import RECORDS_DIR
+    from .records import RecordFileError, load_record
+
+    problems = register_problems(chapter)
+    try:
+        record = load_record(path or RECORDS_DIR / f"{chapter}.json")
+    except RecordFileError as err:
+        return [], [*problems, f"{chapter}: no record to judge its claims from ({err}); run make book"]
+    reasons = [] if path else stale_reasons(chapter, record)
+    if reasons:
+        return [], [*problems, f"{chapter}: its record is not current ({'; '.join(reasons)}); run make book"]
+    try:
+        rows, failing = judged_rows(chapter, record)
+    except Exception as err:  # noqa: BLE001 - a record that cannot be judged is a build error, named, not a crash
+        return [], [*problems, f"{chapter}: its record cannot be judged ({type(err).__name__}: {err})"]
+    return rows, [*problems, *failing]
+
+
+def note_claims_dependencies(env: Any, chapter: str) -> None:
+    """Have Sphinx read a page again when the chapter's record, claims data or register changes."""
+    from ..claims import claims_module, register_path
+    from .paths import RECORDS_DIR, REPO_ROOT
+
+    module = REPO_ROOT / "lib" / Path(*claims_module(chapter).split("."))
+    for dependency in (RECORDS_DIR / f"{chapter}.json", module.with_suffix(".py"), register_path(chapter)):
+        env.note_dependency(str(dependency))
+
+
 def chapter_of(docname: str) -> str:
     """The chapter a page is: ``"book/06_transfer"`` -> ``"06_transfer"``."""
     return Path(docname).name
@@ -174,43 +208,25 @@ class ClaimsDirective(SphinxDirective):
     option_spec = {"record": directives.unchanged}
 
     def run(self) -> list[nodes.Node]:
-        from ..claims import claims_module, register_path
-        from .fingerprint import code_fingerprint
-        from .paths import RECORDS_DIR, REPO_ROOT
-        from .records import RecordFileError, load_record
-
         chapter = self.arguments[0] if self.arguments else chapter_of(self.env.docname)
-        path = Path(self.options.get("record") or RECORDS_DIR / f"{chapter}.json")
-        module = REPO_ROOT / "lib" / Path(*claims_module(chapter).split("."))
-        for dependency in (path, module.with_suffix(".py"), register_path(chapter)):
-            self.env.note_dependency(str(dependency))
-        try:
-            record = load_record(path)
-        except RecordFileError as err:
-            return self._refuse(f"{chapter}: no record to judge its claims from ({err}); run make book")
-        if record.get("chapter") != chapter:
-            return self._refuse(f"{path} is the record of {record.get('chapter')!r}, not of {chapter!r}")
-        if "record" not in self.options and record.get("code_fingerprint") != code_fingerprint(chapter):
-            return self._refuse(f"{chapter}: its record was made by other code than this build's; run make book")
-        rows, problems = judged_rows(chapter, record)
+        note_claims_dependencies(self.env, chapter)
+        path = Path(self.options["record"]) if "record" in self.options else None
+        rows, problems = judged_record(chapter, path)
         for problem in problems:
             logger.warning(problem, location=self.get_location())
+        if not rows:
+            return [nodes.paragraph(text=problems[-1])]
         shown = [[(r["statement"], r["name"]), r["role"], r["threshold"], r["measured"], r["verdict"], r["reason"]]
                  for r in rows]
         headers = ["claim", "role", "threshold", "measured", "verdict", "reason"]
         return [table(headers, shown, [30, 7, 12, 10, 8, 33], ["claims-table"]), provenance(chapter)]
 
-    def _refuse(self, message: str) -> list[nodes.Node]:
-        logger.warning(message, location=self.get_location())
-        return [nodes.paragraph(text=message)]
 
-
-def overview_row(chapter: str, record: dict | None) -> dict[str, Any]:
-    """One chapter's verdicts in counts, judged now from its record: evidence that holds (of how many), proof and
-    sanity checks that hold, checks that fail or judged nothing, and reported numbers."""
-    if record is None:
-        return dict(chapter=chapter, evidence="no record", guards="", failing="", reported="")
-    rows, problems = judged_rows(chapter, record)
+def overview_row(chapter: str, rows: list[dict] | None) -> dict[str, Any]:
+    """One chapter's verdicts in counts, from its judged rows (:func:`judged_rows`): evidence that holds (of how many),
+    proof and sanity checks that hold, checks that fail or judged nothing, and reported numbers."""
+    if not rows:
+        return dict(chapter=chapter, evidence="no current record", guards="", failing="", reported="")
     asserted = [r for r in rows if r["role"] != "reported"]
     evidence = [r for r in asserted if r["role"] == "evidence"]
     guards = [r for r in asserted if r["role"] in ("proof", "sanity")]
@@ -225,23 +241,15 @@ class OverviewDirective(SphinxDirective):
     """``{claims-overview}``: every chapter's verdicts in counts, judged when the book is built (the landing page)."""
 
     def run(self) -> list[nodes.Node]:
-        from ..claims import claims_module, register_path
         from .bookcache import toc_chapters
-        from .paths import RECORDS_DIR, REPO_ROOT
-        from .records import RecordFileError, load_record
 
         rows = []
         for chapter in toc_chapters():
-            path = RECORDS_DIR / f"{chapter}.json"
-            module = REPO_ROOT / "lib" / Path(*claims_module(chapter).split("."))
-            for dependency in (path, module.with_suffix(".py"), register_path(chapter)):
-                self.env.note_dependency(str(dependency))
-            try:
-                record = load_record(path)
-            except RecordFileError:
-                record = None
-                logger.warning(f"{chapter}: no record to judge its claims from; run make book", location=self.get_location())
-            rows.append(overview_row(chapter, record))
+            note_claims_dependencies(self.env, chapter)
+            judged, problems = judged_record(chapter)
+            for problem in problems:
+                logger.warning(problem, location=self.get_location())
+            rows.append(overview_row(chapter, judged if judged else None))
         shown = [[(f" {r['chapter'].partition('_')[2].replace('_', ' ')}", r["chapter"].partition("_")[0]),
                   r["evidence"], r["guards"], r["failing"], r["reported"]] for r in rows]
         headers = ["chapter", "evidence holds", "proof and sanity checks hold", "fails or not judged", "reported"]
@@ -274,25 +282,20 @@ def verdict_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any, 
                  content: list | None = None) -> tuple[list[nodes.Node], list[nodes.system_message]]:
     """``{verdict}`claim``` (or ``chapter:claim``): a claim's verdict judged now from its chapter's record, in words, for
     prose such as a page's verdict box; ``{verdict}`claim:value``` gives the measured value instead."""
-    from .paths import RECORDS_DIR
-    from .records import RecordFileError, load_record
-
     env = inliner.document.settings.env
     parts = text.split(":")
     what = parts.pop() if parts[-1] == "value" else "verdict"
-    chapter, claim = (parts[0], parts[1]) if len(parts) == 2 else ("", parts[0])
-    chapter = chapter or chapter_of(env.docname)
-    path = RECORDS_DIR / f"{chapter}.json"
-    env.note_dependency(str(path))
-    try:
-        rows, _ = judged_rows(chapter, load_record(path))
-    except (RecordFileError, KeyError) as err:
-        message = inliner.reporter.error(f"{{verdict}}: no record to judge {text!r} from ({err})", line=lineno)
-        return [inliner.problematic(rawtext, rawtext, message)], [message]
+    chapter, claim = (parts[0], parts[1]) if len(parts) == 2 else (chapter_of(env.docname), parts[0])
+    note_claims_dependencies(env, chapter)
+    rows, problems = judged_record(chapter)
     row = next((r for r in rows if r["name"] == claim), None)
     if row is None:
-        message = inliner.reporter.error(f"{{verdict}}: {claim!r} is not a registered claim of {chapter}", line=lineno)
+        why = problems[-1] if not rows and problems else f"{claim!r} is not a registered claim of {chapter}"
+        message = inliner.reporter.error(f"{{verdict}}`{text}`: {why}", line=lineno)
         return [inliner.problematic(rawtext, rawtext, message)], [message]
+    for problem in problems:
+        if f"{claim!r}" in problem:
+            logger.warning(problem, location=(env.docname, lineno))
     return [nodes.strong(text=row["measured"] if what == "value" else row["verdict"])], []
 
 
@@ -301,4 +304,4 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("claims-revisions", RevisionsDirective)
     app.add_directive("claims-overview", OverviewDirective)
     app.add_role("verdict", verdict_role)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
+    return {"parallel_read_safe": False, "parallel_write_safe": True}  # records are written while pages are read

@@ -153,3 +153,10 @@ def register_problems(chapter: str, claims: dict[str, Claim] | None = None) -> l
         if unknown:
             problems.append(f"{chapter}: register/{where} entry {name!r} has unknown fields {sorted(unknown)}")
     return problems
+
+
+def unrevised_changes(before: dict[str, dict], now: dict[str, dict]) -> list[str]:
+    """Claims whose registered value differs between two versions of a register with no revision added since."""
+    return [name for name, entry in now.items() if name in before
+            and before[name].get("registered") != entry.get("registered")
+            and len(entry.get("revisions") or []) <= len(before[name].get("revisions") or [])]
