@@ -122,7 +122,10 @@ def table(headers: list[str], rows: list[list[Any]], widths: list[int], classes:
         line = nodes.row()
         for cell in cells:
             entry = nodes.entry()
-            entry += _paragraph(*cell) if isinstance(cell, tuple) else _paragraph(str(cell))
+            if isinstance(cell, nodes.Node):
+                entry += cell
+            else:
+                entry += _paragraph(*cell) if isinstance(cell, tuple) else _paragraph(str(cell))
             line += entry
         return line
 
@@ -237,6 +240,19 @@ def overview_row(chapter: str, rows: list[dict] | None) -> dict[str, Any]:
                 reported=str(sum(r["role"] == "reported" for r in rows)))
 
 
+def chapter_link(chapter: str) -> nodes.paragraph:
+    """A cross-reference to a chapter's page, resolved by Sphinx for any builder: ``06 transfer``."""
+    from sphinx import addnodes
+
+    number, _, slug = chapter.partition("_")
+    link = addnodes.pending_xref("", refdomain="std", reftype="doc", reftarget=f"/book/{chapter}", refexplicit=True,
+                                 refwarn=True)
+    link += nodes.inline(text=f"{number} {slug.replace('_', ' ')}")
+    para = nodes.paragraph()
+    para += link
+    return para
+
+
 class OverviewDirective(SphinxDirective):
     """``{claims-overview}``: every chapter's verdicts in counts, judged when the book is built (the landing page)."""
 
@@ -250,8 +266,7 @@ class OverviewDirective(SphinxDirective):
             for problem in problems:
                 logger.warning(problem, location=self.get_location())
             rows.append(overview_row(chapter, judged if judged else None))
-        shown = [[(f" {r['chapter'].partition('_')[2].replace('_', ' ')}", r["chapter"].partition("_")[0]),
-                  r["evidence"], r["guards"], r["failing"], r["reported"]] for r in rows]
+        shown = [[chapter_link(r["chapter"]), r["evidence"], r["guards"], r["failing"], r["reported"]] for r in rows]
         headers = ["chapter", "evidence holds", "proof and sanity checks hold", "fails or not judged", "reported"]
         return [table(headers, shown, [22, 14, 18, 34, 12], ["claims-overview"])]
 
