@@ -211,6 +211,8 @@ class ClaimsDirective(SphinxDirective):
     option_spec = {"record": directives.unchanged}
 
     def run(self) -> list[nodes.Node]:
+        from ..claims import DEFAULT_REASON
+
         chapter = self.arguments[0] if self.arguments else chapter_of(self.env.docname)
         note_claims_dependencies(self.env, chapter)
         path = Path(self.options["record"]) if "record" in self.options else None
@@ -219,25 +221,31 @@ class ClaimsDirective(SphinxDirective):
             logger.warning(problem, location=self.get_location())
         if not rows:
             return [nodes.paragraph(text=problems[-1])]
-        shown = [[(r["statement"], r["name"]), r["role"], r["threshold"], r["measured"], r["verdict"], r["reason"]]
-                 for r in rows]
+        shown = [[(r["statement"], r["name"]), r["role"], r["threshold"] or "—", r["measured"],
+                  "not asserted" if r["verdict"] == "reported" else r["verdict"],
+                  "—" if r["reason"] == DEFAULT_REASON else r["reason"]] for r in rows]
         headers = ["claim", "role", "threshold", "measured", "verdict", "reason"]
         return [table(headers, shown, [30, 7, 12, 10, 8, 33], ["claims-table"]), provenance(chapter)]
 
 
 def overview_row(chapter: str, rows: list[dict] | None) -> dict[str, Any]:
     """One chapter's verdicts in counts, from its judged rows (:func:`judged_rows`): evidence that holds (of how many),
-    proof and sanity checks that hold, checks that fail or judged nothing, and reported numbers."""
+    proof and sanity checks that hold, numbers reported without assertion, and how many of those were registered as
+    checks and made reports after results were seen (from the register)."""
+    from ..claims import register_of
+
     if not rows:
-        return dict(chapter=chapter, evidence="no current record", guards="", failing="", reported="")
-    asserted = [r for r in rows if r["role"] != "reported"]
-    evidence = [r for r in asserted if r["role"] == "evidence"]
-    guards = [r for r in asserted if r["role"] in ("proof", "sanity")]
-    failing = [r for r in asserted if r["verdict"] != "holds"]
-    return dict(chapter=chapter, evidence=f"{sum(r['verdict'] == 'holds' for r in evidence)} of {len(evidence)}",
-                guards=f"{sum(r['verdict'] == 'holds' for r in guards)} of {len(guards)}",
-                failing=", ".join(f"{r['name']} ({r['verdict']})" for r in failing) or "none",
-                reported=str(sum(r["role"] == "reported" for r in rows)))
+        return dict(chapter=chapter, evidence="no current record", guards="", reported="", demoted="")
+    evidence = [r for r in rows if r["role"] == "evidence"]
+    guards = [r for r in rows if r["role"] in ("proof", "sanity")]
+    register = register_of(chapter)
+    demoted = sum(1 for r in rows if r["role"] == "reported" and (register.get(r["name"]) or {}).get("revisions"))
+
+    def held(group: list[dict]) -> str:
+        return f"{sum(r['verdict'] == 'holds' for r in group)} of {len(group)}" if group else "—"
+
+    return dict(chapter=chapter, evidence=held(evidence), guards=held(guards),
+                reported=str(sum(r["role"] == "reported" for r in rows)), demoted=str(demoted))
 
 
 def chapter_link(chapter: str) -> nodes.paragraph:
@@ -257,25 +265,27 @@ class OverviewDirective(SphinxDirective):
     """``{claims-overview}``: every chapter's verdicts in counts, judged when the book is built (the landing page)."""
 
     def run(self) -> list[nodes.Node]:
+        from .audit import SUMMARY
         from .bookcache import toc_chapters
 
         rows = []
-        for chapter in toc_chapters():
+        for chapter in sorted(c for c in toc_chapters() if c != SUMMARY):  # by chapter number
             note_claims_dependencies(self.env, chapter)
             judged, problems = judged_record(chapter)
             for problem in problems:
                 logger.warning(problem, location=self.get_location())
             rows.append(overview_row(chapter, judged if judged else None))
-        shown = [[chapter_link(r["chapter"]), r["evidence"], r["guards"], r["failing"], r["reported"]] for r in rows]
-        headers = ["chapter", "evidence holds", "proof and sanity checks hold", "fails or not judged", "reported"]
-        return [table(headers, shown, [22, 14, 18, 34, 12], ["claims-overview"])]
+        shown = [[chapter_link(r["chapter"]), r["evidence"], r["guards"], r["reported"], r["demoted"]] for r in rows]
+        headers = ["chapter", "evidence that holds", "proof and sanity checks that hold", "numbers reported, not asserted",
+                   "of those, checks made reports after results"]
+        return [table(headers, shown, [24, 16, 20, 18, 22], ["claims-overview"])]
 
 
 def revision_rows(chapters: list[str]) -> list[list[Any]]:
     """Every revision of every chapter's claims, in book order: chapter, claim, what changed and why."""
     from ..claims import register_of
 
-    return [[chapter, ("", name), rev["why"] + (f" (was: {rev['was']})" if rev.get("was") else "")]
+    return [[chapter_link(chapter), ("", name), rev["why"] + (f" (was: {rev['was']})" if rev.get("was") else "")]
             for chapter in chapters for name, entry in register_of(chapter).items()
             for rev in entry.get("revisions") or []]
 

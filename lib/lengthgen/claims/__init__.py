@@ -63,7 +63,10 @@ class Claim:
         return float(self.threshold(params) if callable(self.threshold) else self.threshold)
 
 
-def reported(name: str, statement: str, reason: str = "shown in the chapter, not asserted") -> Claim:
+DEFAULT_REASON = "shown in the chapter, not asserted"  # a reported number's reason when it has none of its own
+
+
+def reported(name: str, statement: str, reason: str = DEFAULT_REASON) -> Claim:
     """A number a chapter reports without asserting it."""
     return Claim(name, statement, "", None, reason, role="reported")
 
