@@ -50,7 +50,7 @@ def test_rope_attention_equals_naive_rotation_matrices():
             rk = rotation_matrix(s, freqs, "half") @ k[:, :, s, :, None]
             naive[:, :, t, s] = (rq * rk).sum((-1, -2)) / math.sqrt(hd)
     causal = torch.ones(9, 9, dtype=torch.bool).tril()
-    got = attn.logits(x)
+    got = attn.logits(x, m.rotation(torch.arange(9)[None], x.dtype))
     assert torch.allclose(got[..., causal], naive[..., causal], atol=1e-12)
     assert torch.isinf(got[..., ~causal]).all()
 
@@ -61,10 +61,24 @@ def test_fast_path_equals_explicit_path(encoding):
     m = model(encoding)
     x = torch.randn(3, 12, 16, dtype=torch.float64, generator=generator(2, "x"))
     attn = m.blocks[1].attn
-    weights = torch.softmax(attn.logits(x, start=5), -1)
+    rotation = m.rotation(torch.arange(5, 17)[None], x.dtype)
+    weights = torch.softmax(attn.logits(x, rotation), -1)
     _, _, v = attn.split_heads(x)
     explicit = attn.proj((weights @ v).transpose(1, 2).reshape(3, 12, 16))
-    assert torch.allclose(attn(x, start=5), explicit, atol=1e-12)
+    assert torch.allclose(attn(x, rotation, None), explicit, atol=1e-12)
+
+
+@pytest.mark.parametrize("encoding", ["rope", "ape", "nope"])
+@torch.no_grad()
+def test_fused_and_explicit_attention_are_one_network(encoding):
+    """The decoder's two attention paths compute the same function of the same weights."""
+    fused = model(encoding, ape_init_std=0.5)
+    explicit = Transformer(fused.cfg.with_(attention="explicit"), generator(0, "init")).double()
+    explicit.load_state_dict(fused.state_dict())
+    tokens = torch.randint(0, 11, (2, 10), generator=generator(4, "t"))
+    assert torch.allclose(fused(tokens, start=3), explicit(tokens, start=3), atol=1e-12)
+    with pytest.raises(ValueError, match="attention must be 'explicit'"):
+        Transformer(fused.cfg.with_(encoding="alibi"), generator(0, "init"))
 
 
 @torch.no_grad()

@@ -14,7 +14,8 @@ from lengthgen.model.seeding import generator
 from lengthgen.model.sequence_tasks import sequence_batch, sequence_length, training_batch
 from lengthgen.model.tasks import IGNORE
 from lengthgen.model.training import train_together
-from lengthgen.model.zoo_network import NETWORK_ZOO, ZooNetworkConfig, ZooNetworkRunConfig, exact_match
+from lengthgen.model.transformer import NETWORK_ZOO
+from lengthgen.model.zoo_network import ZooNetworkRunConfig, exact_match, zoo_config
 
 
 def test_copy_and_reversal_layouts():
@@ -43,15 +44,15 @@ def test_shift_layout_and_training_padding():
 
 def test_bad_task_settings_fail_loudly():
     with pytest.raises(ValueError, match="vocab - 1"):
-        ZooNetworkRunConfig(model=ZooNetworkConfig(vocab=8), task="copy", train_size=10)
+        ZooNetworkRunConfig(model=zoo_config(vocab=8), task="copy", train_size=10)
     with pytest.raises(ValueError, match="at least 1"):
-        ZooNetworkRunConfig(model=ZooNetworkConfig(vocab=8), task="shift", train_size=0)
+        ZooNetworkRunConfig(model=zoo_config(vocab=8), task="shift", train_size=0)
     with pytest.raises(ValueError, match="task must be"):
         sequence_length("sort", 3, 1)
 
 
 def _config(encoding: str, task: str = "copy", **overrides) -> ZooNetworkRunConfig:
-    model = ZooNetworkConfig(vocab=20, dim=16, heads=2, layers=2, encoding=encoding, max_length=40, random_span=80,
+    model = zoo_config(vocab=20, dim=16, heads=2, layers=2, encoding=encoding, max_length=40, random_span=80,
                              fire_threshold=8.0)
     return ZooNetworkRunConfig(**{**dict(model=model, task=task, train_size=4, steps=3, batch=4), **overrides})
 
@@ -100,7 +101,7 @@ def test_partial_rotary_leaves_the_other_coordinates_alone():
     cos, sin = model.rotation(torch.arange(5)[None], torch.float64)
     assert cos.shape[-1] == 2  # two planes
     x = torch.randn(1, 2, 5, 16, dtype=torch.float64)
-    from lengthgen.model.zoo_network import rotate_planes
+    from lengthgen.model.transformer import rotate_planes
 
     y = rotate_planes(x, cos, sin)
     assert torch.equal(y[..., 4:], x[..., 4:]) and not torch.allclose(y[..., :4], x[..., :4])

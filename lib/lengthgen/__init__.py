@@ -12,16 +12,16 @@ measures), never the claims or the book machinery (what judges and renders).
     ``zoo_heads``    a single position-only head for every encoding of the zoo, and its runs
     ``xpos``         xPos (RoPE with a per-plane decay) for the zoo's single head, and its runs
     ``sequence_tasks`` shift, copy with distinct tokens and reversal by instance size, scored by exact match
-    ``zoo_network``  chapter 6's decoder with any encoding of the zoo, and its runs
+    ``zoo_network``  chapter 11's runs of the decoder with an encoding of the zoo, and their exact match
     ``heads``        single position-only heads (RoPE, learned APE, the linear rotary kernel) and their runs
-    ``transformer``  a small GPT-style decoder with RoPE, learned APE or no positions, and its runs
+    ``transformer``  the book's one decoder (small, GPT-style) with any encoding of the zoo, and its runs
     ``config``       the one configuration base (frozen dataclass with ``with_`` and ``as_dict``)
     ``training``     the base of every run configuration and the one training loop every model uses
     ``evaluation``   accuracy against sequence length: the one ``length_sweep``
     ``programs``     step-by-step programs of reasoning tasks (copy, reversal, parity with and without a chain of
                      thought, addition, mode) and their Sequential Representation Complexity under each scheme
     ``reasoning_tasks`` the programs' tasks as token sequences at any scale, with coupled position ids
-    ``relation_network`` the zoo decoder whose positions enter only as a learned bias on a scheme's relations
+    ``relation_network`` the decoder whose positions enter only as a learned bias on a scheme's relations
     ``pola``         position-only linear attention: tasks, positional relations, the closed-form gradient-descent
                      prediction, preconditioned SGD, Linear Representation Complexity
     ``linear_rnn``   overparameterized linear RNNs trained on an impulse response; Hankel rank of the learned system

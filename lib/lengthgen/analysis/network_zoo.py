@@ -10,7 +10,7 @@ import pandas as pd
 from ..book.paths import SWEEPS_DIR
 from ..book.sweep import expand, load_spec, stored_records
 from ..model.sequence_tasks import SEQUENCE_TASKS
-from ..model.zoo_network import NETWORK_ZOO
+from ..model.transformer import NETWORK_ZOO
 
 CHAPTER = "11_zoo_networks"  # whose runs a committed sweep of the network zoo holds
 

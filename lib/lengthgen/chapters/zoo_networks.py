@@ -24,7 +24,8 @@ from ..analysis.network_zoo import NetworkZooStudy, verdict_table
 from ..book.parameters import ParameterError, parameter
 from ..model.sequence_tasks import SEQUENCE_TASKS, sequence_length
 from ..model.training import TrainedRun
-from ..model.zoo_network import NETWORK_ZOO, ZooNetworkConfig, ZooNetworkRunConfig, exact_match
+from ..model.transformer import NETWORK_ZOO
+from ..model.zoo_network import ZooNetworkRunConfig, exact_match, zoo_config
 from .committed import CommittedSweep
 from .common import GB, Execution, Network, Optimizer, map_stacked
 from .seeds import seeds
@@ -123,10 +124,10 @@ def run_configs(p: Parameters) -> list[ZooNetworkRunConfig]:
     configs = []
     for encoding in p.encodings:
         for task in p.tasks:
-            model = ZooNetworkConfig(vocab=p.vocab, dim=p.dim, layers=p.layers, heads=p.heads, encoding=encoding,
-                                     max_length=p.longest, rope_base=p.rope_base, rotary_fraction=p.rotary_fraction,
-                                     random_span=p.random_span,
-                                     fire_threshold=float(sequence_length(task, p.train_size, p.offset)))
+            model = zoo_config(vocab=p.vocab, dim=p.dim, layers=p.layers, heads=p.heads, encoding=encoding,
+                               max_length=p.longest, rope_base=p.rope_base, rotary_fraction=p.rotary_fraction,
+                               random_span=p.random_span,
+                               fire_threshold=float(sequence_length(task, p.train_size, p.offset)))
             configs += [ZooNetworkRunConfig(model=model, task=task, train_size=p.train_size, offset=p.offset,
                                             steps=p.steps, batch=p.batch, lr=p.lr, seed=s, device=p.device)
                         for s in p.seed_list]

@@ -10,9 +10,9 @@ Nothing in this package knows about chapters, notebooks or the book: it imports 
 - ``zoo_heads``: a single position-only head for every encoding of the zoo (chapter 10) and its run configuration.
 - ``xpos``: xPos (RoPE with a per-plane decay) for the zoo's single head, and its run configuration.
 - ``sequence_tasks``: shift, copy with distinct tokens and reversal by instance size, scored by exact match.
-- ``zoo_network``: chapter 6's decoder with any encoding of the zoo (chapter 11) and its run configuration.
+- ``zoo_network``: chapter 11's runs of the decoder with an encoding of the zoo, and their exact match.
 - ``heads``: single position-only attention heads (RoPE, learned APE, linear rotary kernel) and their run configurations.
-- ``transformer``: a small GPT-style decoder with RoPE, learned APE or no positions, and its run configuration.
+- ``transformer``: the book's one decoder (small, GPT-style) with any encoding of the zoo, and its run configuration.
 - ``config``: the one configuration base.
 - ``training``: the base of every run configuration and the one training loop every model uses.
 - ``evaluation``: accuracy against sequence length (the one ``length_sweep``).

@@ -4,11 +4,11 @@ Part II asks whether a model generalizes across scales exactly when the cost of 
 operators of the position relations it can use (:mod:`lengthgen.model.programs`), stays the same. To test that
 account and not the quirks of one encoding, this network sees positions *only* through those relations: each
 head adds to its logits, for every relation ``r`` of the scheme, a learned scalar per value of ``r(i, j)``
-(zero at initialization; a value never seen in training keeps its zero). Everything else is the zoo decoder with
-``nope`` (:class:`lengthgen.model.zoo_network.ZooTransformer`): token embedding, causal pre-LayerNorm blocks,
-no position embedding, so the causal mask's counting is available to every scheme, as the programs assume (where
-the sequence offers a token to count from: queries that see only equal tokens get the same output whatever the
-weights, :func:`constant_prefix_gap`).
+(zero at initialization; a value never seen in training keeps its zero). Everything else is the book's decoder
+(:class:`lengthgen.model.transformer.Transformer`) with ``nope`` and explicit attention: token embedding, causal
+pre-LayerNorm blocks, no position embedding, so the causal mask's counting is available to every scheme, as the
+programs assume (where the sequence offers a token to count from: queries that see only equal tokens get the same
+output whatever the weights, :func:`constant_prefix_gap`).
 
 Relations (per sequence of scale ``n``; ``i`` the query's position, ``j`` the key's, ``id`` the coupled ids):
 
@@ -26,7 +26,7 @@ through a table than through query-key products) and ``table_l1`` (an L1 penalty
 stand-in for counting them). Both are the same for every scheme and task of a study.
 
 For comparison, ``encoding="fire"`` (with the scheme ``nope``: no tables) adds FIRE's learned bias
-(:class:`lengthgen.model.position_zoo.FireBias`, one MLP shared by the layers, as in the zoo decoder), the closest
+(:class:`lengthgen.model.position_zoo.FireBias`, one MLP shared by the layers, as in chapter 11's networks), the closest
 published learned relative bias, so that both learned encodings sit in the same network.
 
 Each layer has its own tables. The tables cover every value a sequence of up to ``max_length`` tokens can take, so
@@ -46,8 +46,7 @@ from torch import nn
 from . import programs
 from .reasoning_tasks import answer_scores, check_task, reasoning_batch, sequence_length, training_batch
 from .seeding import generator
-from .transformer import NetworkRunConfig
-from .zoo_network import ZooNetworkConfig, ZooTransformer
+from .transformer import NetworkRunConfig, Transformer, TransformerConfig
 
 SCHEMES: tuple[str, ...] = tuple(programs.SCHEMES)
 # The relations each scheme's bias learns: the programs' relations, but ``absolute`` only for ape and lbpe (elsewhere
@@ -149,17 +148,19 @@ def table_usage(model: RelationTransformer, used_bias: float = USED_BIAS) -> lis
 
 
 @dataclass(frozen=True)
-class RelationNetworkConfig(ZooNetworkConfig):
-    """The zoo decoder without a position encoding, plus the learned bias of a scheme's relations."""
+class RelationNetworkConfig(TransformerConfig):
+    """The decoder without a position encoding, plus the learned bias of a scheme's relations."""
 
     encoding: str = "nope"
+    attention: str = "explicit"  # the relation bias is added to the logits
+    ape_init_first: bool = False
     scheme: str = "rpe"  # any of SCHEMES
     max_length: int = 128  # the longest sequence evaluated (sizes the tables)
     table_l1: float = 0.0  # weight of the L1 penalty on the relation tables (training mode only)
     table_scale: float = 1.0  # the bias is this times the tables' sum: a larger scale lets Adam move the logits faster
 
 
-class RelationTransformer(ZooTransformer):
+class RelationTransformer(Transformer):
     """Decoder-only transformer whose positions enter only through :class:`RelationBias` (and FIRE's bias, when
     ``encoding`` is ``fire``)."""
 

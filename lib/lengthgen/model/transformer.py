@@ -1,18 +1,24 @@
-"""A small GPT-style decoder with a selectable position encoding (RoPE, learned APE, none).
+"""The book's one decoder: a small GPT-style transformer whose position encoding is a setting.
 
-In the spirit of nanoGPT's ``model.py``: token embedding, pre-LayerNorm blocks of causal
-multi-head attention and an MLP, a final LayerNorm and a linear readout. The position
-encoding is the only thing that changes between variants:
+In the spirit of nanoGPT's ``model.py``: token embedding, pre-LayerNorm blocks of causal multi-head
+attention and an MLP, a final LayerNorm and a linear readout, GPT-2 initialization. Chapters 6 and 13
+use it with ``rope``, ``ape`` or ``nope``; chapter 11 with every encoding of :data:`NETWORK_ZOO`;
+chapter 12 subclasses it (:mod:`lengthgen.model.relation_network`) to add a learned bias on position
+relations. The encoding enters in three places:
 
-* ``"rope"``: queries and keys of every head are rotated by position (the rotation of
-  :func:`lengthgen.model.encodings.rotate`, written with slices);
-* ``"ape"``: a learned table of position vectors is added to the token embedding;
-  rows beyond the training length receive no gradient;
-* ``"nope"``: no position information at all beyond the causal mask.
+* added to the token embedding: ``ape`` (a learned table; rows beyond the training length receive no
+  gradient) and ``sinusoidal`` (the interleaved table, fixed, scaled to the embedding's size);
+* rotating queries and keys: ``rope`` (every plane, or the first ``rope_planes``), ``partial_rope``
+  (GPT-NeoX's ``rotary_pct``: the first ``rotary_fraction`` of each head's coordinates) and
+  ``randomized`` (RoPE at sorted random positions, Ruoss et al. 2023, given to ``forward``);
+* a bias added to every head's logits: ``t5`` (a learned scalar per head and bucket), ``alibi`` (fixed
+  slopes) and ``fire`` (a learned MLP of the normalized offset). T5's and FIRE's biases are one module
+  shared by the layers, as in T5 (our choice for FIRE, whose paper we do not have).
 
-The fast path uses ``torch.nn.functional.scaled_dot_product_attention``; the explicit
-path (:meth:`CausalSelfAttention.logits`) returns the pre-softmax logits of every head,
-which the analyses read.
+``nope`` has only the causal mask. Attention is ``fused`` (``scaled_dot_product_attention``, causal;
+no bias) or ``explicit`` (the softmax written out over logits plus the bias: the fused CPU kernel
+does not differentiate through a learned bias, and written out it batches over stacked seeds).
+:meth:`Attention.logits` returns every head's pre-softmax logits, which the analyses read.
 """
 
 from __future__ import annotations
@@ -27,52 +33,72 @@ from torch.nn import functional as F
 
 from .config import Config
 from .encodings import rope_frequencies, turn
+from .position_zoo import FireBias, T5Bias, alibi_bias, alibi_slopes, partial_rotary_dims, sinusoidal_table
 from .seeding import generator
 from .tasks import sequence_cross_entropy
 from .training import RunConfig
 
-Encoding = Literal["rope", "ape", "nope"]
-ENCODINGS: tuple[str, ...] = ("rope", "ape", "nope")
+NETWORK_ZOO: tuple[str, ...] = ("nope", "ape", "sinusoidal", "randomized", "t5", "alibi", "rope", "partial_rope", "fire")
+ROTARY = ("rope", "partial_rope", "randomized")
+ADDED = ("ape", "sinusoidal")
+BIASED = ("t5", "alibi", "fire")
+Rotation = tuple[torch.Tensor, torch.Tensor]
 
 
 @dataclass(frozen=True)
 class TransformerConfig(Config):
-    """Architecture of the decoder."""
+    """Architecture of the decoder, its position encoding and the encoding's settings."""
 
     vocab: int = 64
     dim: int = 64
     layers: int = 2
     heads: int = 4
     mlp_ratio: int = 4
-    encoding: Encoding = "rope"
+    encoding: str = "rope"  # any of NETWORK_ZOO
+    attention: Literal["fused", "explicit"] = "fused"  # bias encodings need "explicit"
     max_length: int = 512  # APE table rows
+    ape_init_first: bool = True  # draw the APE table's init before the blocks' (else last: its size moves no draw)
     rope_base: float = 10_000.0
     rope_planes: int | None = None  # rotate only the fastest planes of each head (None: all)
     ape_init_std: float = 0.02
+    rotary_fraction: float = 0.25  # partial_rope: share of each head's coordinates rotated
+    random_span: int = 1024  # randomized: positions drawn from 0 .. random_span - 1
+    fire_hidden: int = 32  # fire: width of the MLP
+    fire_threshold: float = 64.0  # fire: the initial L (the training length is the natural choice)
 
     @property
     def head_dim(self) -> int:
         return self.dim // self.heads
 
+    def rotary_dims(self) -> int:
+        """Coordinates of each head that rotate (0 for encodings without rotation)."""
+        if self.encoding not in ROTARY:
+            return 0
+        return partial_rotary_dims(self.head_dim, self.rotary_fraction if self.encoding == "partial_rope" else 1.0)
 
-def head_frequencies(cfg: TransformerConfig) -> torch.Tensor:
-    """Per-plane RoPE frequencies of one head; planes beyond ``rope_planes`` get frequency 0 (not rotated)."""
-    freqs = rope_frequencies(cfg.head_dim, cfg.rope_base)
-    if cfg.rope_planes is not None:
-        freqs = torch.where(torch.arange(len(freqs)) < cfg.rope_planes, freqs, torch.zeros_like(freqs))
-    return freqs
+    def frequencies(self) -> torch.Tensor:
+        """Per-plane frequencies of the rotated planes of one head (float64); planes beyond ``rope_planes`` get 0."""
+        freqs = rope_frequencies(self.rotary_dims(), self.rope_base)
+        if self.rope_planes is not None:
+            freqs = torch.where(torch.arange(len(freqs)) < self.rope_planes, freqs, torch.zeros_like(freqs))
+        return freqs
 
 
-class CausalSelfAttention(nn.Module):
-    """Multi-head causal self-attention; RoPE on queries and keys when the encoding is ``"rope"``."""
+def rotate_planes(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate the first ``2 * planes`` coordinates of ``x`` (half pairing: plane ``m`` is coordinates ``m`` and
+    ``m + planes``); the rest pass through (GPT-NeoX's partial rotary)."""
+    planes = cos.shape[-1]
+    return turn(x[..., :planes], x[..., planes: 2 * planes], cos, sin, x[..., 2 * planes:])
+
+
+class Attention(nn.Module):
+    """Causal multi-head attention whose logits get a rotation of queries and keys and/or an additive bias."""
 
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
         self.cfg = cfg
         self.qkv = nn.Linear(cfg.dim, 3 * cfg.dim, bias=False)
         self.proj = nn.Linear(cfg.dim, cfg.dim, bias=False)
-        self.register_buffer("freqs", head_frequencies(cfg), persistent=False)
-        self._tables: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # rotation tables by positions, dtype, device
 
     def split_heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Queries, keys, values ``(batch, heads, length, head_dim)`` before any rotation."""
@@ -81,43 +107,33 @@ class CausalSelfAttention(nn.Module):
         shape = (b, n, self.cfg.heads, self.cfg.head_dim)
         return tuple(t.view(shape).transpose(1, 2) for t in (q, k, v))
 
-    def rotation_table(
-        self, start: int, length: int, dtype: torch.dtype, device: torch.device
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``cos`` and ``sin`` of every position's angles ``(length, head_dim / 2)``, computed once in float64 and cached."""
-        key = (start, length, dtype, device)
-        if key not in self._tables:
-            positions = torch.arange(start, start + length, dtype=torch.float64, device=device)
-            angles = positions[:, None] * head_frequencies(self.cfg).to(device)[None, :]
-            self._tables[key] = (torch.cos(angles).to(dtype), torch.sin(angles).to(dtype))
-        return self._tables[key]
+    def rotated(self, x: torch.Tensor, rotation: Rotation | None) -> tuple[torch.Tensor, ...]:
+        """Queries, keys (rotated when ``rotation`` is given) and values."""
+        q, k, v = self.split_heads(x)
+        if rotation is not None:
+            q, k = rotate_planes(q, *rotation), rotate_planes(k, *rotation)
+        return q, k, v
 
-    def rotate(self, x: torch.Tensor, start: int) -> torch.Tensor:
-        """Rotate ``(..., length, head_dim)`` queries or keys at positions ``start ..`` (RoPE only, "half" pairing).
-
-        Same result as :func:`lengthgen.model.encodings.rotate`, written with slices and a cached
-        table because it runs in every layer of every training step.
-        """
-        if self.cfg.encoding != "rope":
-            return x
-        cos, sin = self.rotation_table(start, x.shape[-2], x.dtype, x.device)
-        half = x.shape[-1] // 2
-        return turn(x[..., :half], x[..., half:], cos, sin)
-
-    def logits(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
-        """Explicit path: pre-softmax causal logits ``(batch, heads, length, length)``, ``-inf`` above the diagonal."""
-        n = x.shape[1]
-        q, k, _ = self.split_heads(x)
-        q, k = self.rotate(q, start), self.rotate(k, start)
+    def logits(self, x: torch.Tensor, rotation: Rotation | None, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """Pre-softmax logits ``(batch, heads, length, length)``, ``-inf`` above the diagonal. ``rotation``: ``cos`` and
+        ``sin`` broadcasting to ``(batch, heads, length, planes)``; ``bias``: ``(1 or batch, heads or 1, length,
+        length)`` with the causal mask in it (``None``: no bias)."""
+        q, k, _ = self.rotated(x, rotation)
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.cfg.head_dim)
+        if bias is not None:
+            return scores + bias
+        n = x.shape[1]
         causal = torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
         return scores.masked_fill(~causal, float("-inf"))
 
-    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rotation: Rotation | None, bias: torch.Tensor | None) -> torch.Tensor:
+        """Fused causal attention when ``bias`` is ``None``, else the softmax written out over logits plus bias."""
         b, n, _ = x.shape
-        q, k, v = self.split_heads(x)
-        q, k = self.rotate(q, start), self.rotate(k, start)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        q, k, v = self.rotated(x, rotation)
+        if bias is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            y = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(self.cfg.head_dim) + bias, dim=-1) @ v
         return self.proj(y.transpose(1, 2).reshape(b, n, self.cfg.dim))
 
 
@@ -137,12 +153,12 @@ class Block(nn.Module):
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
         self.ln_attn = nn.LayerNorm(cfg.dim)
-        self.attn = CausalSelfAttention(cfg)
+        self.attn = Attention(cfg)
         self.ln_mlp = nn.LayerNorm(cfg.dim)
         self.mlp = MLP(cfg)
 
-    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
-        x = x + self.attn(self.ln_attn(x), start)
+    def forward(self, x: torch.Tensor, rotation: Rotation | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.attn(self.ln_attn(x), rotation, bias)
         return x + self.mlp(self.ln_mlp(x))
 
 
@@ -161,49 +177,120 @@ def gpt2_init(model: nn.Module, cfg: TransformerConfig, gen: torch.Generator) ->
 
 
 class Transformer(nn.Module):
-    """Decoder-only transformer returning vocabulary logits at every position."""
+    """Decoder-only transformer with any encoding of :data:`NETWORK_ZOO`, returning vocabulary logits."""
 
     def __init__(self, cfg: TransformerConfig, gen: torch.Generator) -> None:
         super().__init__()
-        if cfg.encoding not in ENCODINGS:
-            raise ValueError(f"encoding must be one of {ENCODINGS}, got {cfg.encoding!r}")
+        if cfg.encoding not in NETWORK_ZOO:
+            raise ValueError(f"encoding must be one of {NETWORK_ZOO}, got {cfg.encoding!r}")
         if cfg.dim % cfg.heads or cfg.head_dim % 2:
             raise ValueError(f"dim={cfg.dim} must split into {cfg.heads} heads of even size")
+        if cfg.attention not in ("fused", "explicit") or (cfg.attention == "fused" and cfg.encoding in BIASED):
+            raise ValueError(f"attention must be 'explicit' for {BIASED} and 'fused' or 'explicit' otherwise, "
+                             f"got {cfg.attention!r} for {cfg.encoding!r}")
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab, cfg.dim)
-        self.position = nn.Parameter(torch.zeros(cfg.max_length, cfg.dim)) if cfg.encoding == "ape" else None
+        table = (lambda: nn.Parameter(torch.zeros(cfg.max_length, cfg.dim))) if cfg.encoding == "ape" else (lambda: None)
+        if cfg.ape_init_first:
+            self.position = table()
+        self.relative_bias = T5Bias(cfg.heads) if cfg.encoding == "t5" else None
+        self.fire = FireBias(cfg.heads, cfg.fire_hidden, 1.0, cfg.fire_threshold) if cfg.encoding == "fire" else None
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
         self.ln_out = nn.LayerNorm(cfg.dim)
         self.readout = nn.Linear(cfg.dim, cfg.vocab, bias=False)
-        self._init_weights(gen)
+        if not cfg.ape_init_first:
+            self.position = table()
+        gpt2_init(self, cfg, gen)
+        if self.fire is not None:
+            self.fire.reset_parameters(gen)
+        self.register_buffer("freqs", cfg.frequencies(), persistent=False)
+        self._tables: dict[tuple, Rotation] = {}  # rotation tables of positions start .. by (start, length, dtype, device)
 
-    def _init_weights(self, gen: torch.Generator) -> None:
-        gpt2_init(self, self.cfg, gen)
+    @property
+    def device(self) -> torch.device:
+        return self.embed.weight.device
 
-    def embed_tokens(self, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:
-        """Token embedding plus, for APE, the position rows ``start .. start + length - 1``."""
+    @property
+    def sinusoidal_scale(self) -> float:
+        """The fixed table times ``sqrt(2) * 0.02``: the root-mean-square of its coordinates (``1/sqrt(2)``) brought
+        to the token embedding's (GPT-2's 0.02), the ratio of the original recipe (embeddings scaled to unit size,
+        table added as is); added unscaled, the table swamps the tokens at init and the network barely learns."""
+        return math.sqrt(2) * 0.02
+
+    def check_positions(self, positions: torch.Tensor) -> None:
+        """Raise if a position is beyond the APE table."""
+        if self.position is not None and int(positions.max()) >= self.cfg.max_length:
+            raise ValueError(f"position {int(positions.max())} is beyond the APE table ({self.cfg.max_length} rows)")
+
+    def positions(self, tokens: torch.Tensor, positions: torch.Tensor | None, start: int) -> torch.Tensor:
+        """``(batch or 1, length)`` positions: the given ones, else ``start .. start + length - 1``."""
+        if positions is None:
+            return torch.arange(start, start + tokens.shape[-1], device=tokens.device)[None]
+        if self.cfg.encoding not in ROTARY + ADDED:
+            raise ValueError(f"{self.cfg.encoding!r} has no use for positions: its bias is a function of 0 .. length - 1")
+        return positions
+
+    def embed_tokens(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Token embedding plus the added encoding's rows at ``positions``."""
         x = self.embed(tokens)
         if self.position is not None:
-            end = start + tokens.shape[1]
-            if end > self.cfg.max_length:
-                raise ValueError(f"positions up to {end - 1} beyond the APE table ({self.cfg.max_length} rows)")
-            x = x + self.position[start:end]
+            self.check_positions(positions)
+            return x + self.position[positions]
+        if self.cfg.encoding == "sinusoidal":
+            table = sinusoidal_table(positions.reshape(-1), self.cfg.dim).to(x.dtype) * self.sinusoidal_scale
+            return x + table.view(*positions.shape, self.cfg.dim)
         return x
 
-    def forward(self, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:
-        """Vocabulary logits ``(batch, length, vocab)``; ``start`` is the position of the first token (default 0)."""
-        x = self.embed_tokens(tokens, start)
+    def rotation(self, positions: torch.Tensor, dtype: torch.dtype) -> Rotation | None:
+        """``cos`` and ``sin`` ``(batch or 1, 1, length, planes)`` of every rotated plane, from float64 angles (the
+        frequencies from the configuration, not the buffer, which is batched when seeds are stacked)."""
+        if not len(self.freqs):
+            return None
+        angles = positions.to(torch.float64)[..., None] * self.cfg.frequencies().to(positions.device)
+        return torch.cos(angles).to(dtype)[:, None], torch.sin(angles).to(dtype)[:, None]
+
+    def bias(self, length: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor | None:
+        """``(1, heads or 1, length, length)`` additive logits: the bias encodings' (zero for the others) with the
+        causal mask (``-inf`` above the diagonal) in them; ``None`` for fused attention."""
+        if self.cfg.attention == "fused":
+            return None
+        pos = torch.arange(length, device=device)
+        if self.relative_bias is not None:
+            bias = self.relative_bias(pos, pos)
+        elif self.fire is not None:
+            bias = self.fire(pos, pos)
+        elif self.cfg.encoding == "alibi":
+            bias = alibi_bias(pos, pos, alibi_slopes(self.cfg.heads))
+        else:
+            bias = torch.zeros(1, length, length, device=device)
+        causal = torch.ones(length, length, dtype=torch.bool, device=device).tril()
+        return bias.to(dtype).masked_fill(~causal, float("-inf"))[None]
+
+    def encode(self, tokens: torch.Tensor, positions: torch.Tensor | None = None,
+               start: int = 0) -> tuple[torch.Tensor, Rotation | None, torch.Tensor | None]:
+        """What the blocks take: the embedded tokens, the rotation and the bias."""
+        n = tokens.shape[-1]
+        cached = positions is None
+        positions = self.positions(tokens, positions, start)
+        x = self.embed_tokens(tokens, positions)
+        key = (start, n, x.dtype, x.device)
+        if not cached or key not in self._tables:
+            rotation = self.rotation(positions, x.dtype)
+            if not cached:
+                return x, rotation, self.bias(n, x.dtype, tokens.device)
+            self._tables[key] = rotation
+        return x, self._tables[key], self.bias(n, x.dtype, tokens.device)
+
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor | None = None, start: int = 0) -> torch.Tensor:
+        """Vocabulary logits ``(batch, length, vocab)``; ``positions`` ``(batch, length)`` (default ``start ..``)."""
+        x, rotation, bias = self.encode(tokens, positions, start)
         for block in self.blocks:
-            x = block(x, start)
+            x = block(x, rotation, bias)
         return self.readout(self.ln_out(x))
 
     def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy over the positions that have a target."""
         return sequence_cross_entropy(logits, targets)
-
-    @property
-    def device(self) -> torch.device:
-        return self.embed.weight.device
 
     @torch.no_grad()
     def predict(self, tokens: torch.Tensor, position_sets: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -213,28 +300,28 @@ class Transformer(nn.Module):
 
     @torch.no_grad()
     def attention_logits(self, tokens: torch.Tensor, start: int = 0) -> list[torch.Tensor]:
-        """Pre-softmax logits of every layer, each ``(batch, heads, length, length)``, via the explicit path."""
-        x = self.embed_tokens(tokens, start)
+        """Pre-softmax logits of every layer, each ``(batch, heads, length, length)``."""
+        x, rotation, bias = self.encode(tokens, None, start)
         out = []
         for block in self.blocks:
-            out.append(block.attn.logits(block.ln_attn(x), start))
-            x = block(x, start)
+            out.append(block.attn.logits(block.ln_attn(x), rotation, bias))
+            x = block(x, rotation, bias)
         return out
 
     @torch.no_grad()
     def layer_inputs(self, tokens: torch.Tensor) -> list[torch.Tensor]:
         """The normalized input of every layer's attention, ``(batch, length, dim)``."""
-        x = self.embed_tokens(tokens)
+        x, rotation, bias = self.encode(tokens)
         out = []
         for block in self.blocks:
             out.append(block.ln_attn(x))
-            x = block(x)
+            x = block(x, rotation, bias)
         return out
 
 
 @dataclass(frozen=True)
 class NetworkRunConfig(RunConfig):
-    """The small transformer on a full-sequence task (warm-up over the first 10 % of steps by default)."""
+    """The decoder on a task (warm-up over the first 10 % of steps by default)."""
 
     model: TransformerConfig = field(default_factory=TransformerConfig)
     steps: int = 1500

@@ -184,7 +184,7 @@ def measure_network(run: TrainedRun, job: tuple[dict, Parameters]) -> dict:
         **info, offset=k, seed=cfg.seed)
     mass = head_target_mass(run, T, p.eval_batch)
     kernels = content_averaged_kernels(run, longest, p.kernel_batch)
-    freqs = run.model.blocks[0].attn.freqs.cpu()
+    freqs = run.model.freqs.cpu()
     start = initial_model(run)
     heads, planes = [], []
     for layer, head in zip(*np.nonzero(mass >= p.retrieval_mass), strict=True):

@@ -139,7 +139,7 @@ def analyse_rope_run(run: TrainedRun, p: Parameters, rng: np.random.Generator) -
     longest = p.length_factor * T
     mass = head_target_mass(run, T, p.eval_batch)
     kernels = content_averaged_kernels(run, longest, p.kernel_batch)
-    freqs = run.model.blocks[0].attn.freqs.cpu()
+    freqs = run.model.freqs.cpu()
     rows, profiles = [], []
     for layer, head in zip(*np.nonzero(mass >= p.retrieval_mass), strict=True):
         kappa = kernels[layer, head]

@@ -49,14 +49,15 @@ def forward_with_masked_offsets(model: Transformer, tokens: torch.Tensor,
     taken out of that head's view (logit ``-inf`` for every query).
 
     The explicit path of :meth:`Transformer.forward`, block by block from each attention's pre-softmax logits
-    (:meth:`CausalSelfAttention.logits`): with nothing masked it is the model's own output up to rounding (tested).
+    (:meth:`lengthgen.model.transformer.Attention.logits`): with nothing masked it is the model's own output up to
+    rounding (tested).
     """
-    x = model.embed_tokens(tokens)
+    x, rotation, bias = model.encode(tokens)
     positions = torch.arange(tokens.shape[1], device=x.device)
     offsets = positions[:, None] - positions[None, :]  # (query, key)
     for layer, block in enumerate(model.blocks):
         normed = block.ln_attn(x)
-        logits = block.attn.logits(normed)
+        logits = block.attn.logits(normed, rotation, bias)
         for (masked_layer, head), hidden in masked.items():
             if masked_layer == layer and len(hidden):
                 logits[:, head] = logits[:, head].masked_fill(torch.isin(offsets, hidden.to(x.device)), float("-inf"))
