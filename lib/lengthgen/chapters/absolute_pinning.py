@@ -210,3 +210,31 @@ def pinning_study(p: Parameters, progress: bool = True) -> PinningStudy:
     return PinningStudy(runs, pd.DataFrame(list(rows)), pd.concat(sweeps, ignore_index=True),
                         pd.concat([c for c in chance if len(c)], ignore_index=True),
                         pd.concat([a for a in argmax if len(a)], ignore_index=True))
+
+
+def claim_values(study: PinningStudy, p: Parameters) -> dict[str, object]:
+    """Every claim's value from the study (a per-run claim's: one row per run, with ``value``)."""
+    T = p.train_length
+    ape_all = study.seeds[study.seeds.encoding == "APE"]
+    ape = ape_all[ape_all.table_init_std == DEFAULT_TABLE_INIT_STD]
+    acc = study.accuracy
+    default_acc = acc[(acc.encoding == "APE") & (acc.table_init_std == DEFAULT_TABLE_INIT_STD)]
+    in_range = default_acc[(default_acc.metric == "in_range") & (default_acc.length == T)][["offset", "seed", "accuracy"]]
+    chance = study.chance[study.chance.table_init_std == DEFAULT_TABLE_INIT_STD]
+    chance_runs = chance.groupby(["offset", "seed"]).below_ceiling.apply(lambda below: int((~below).sum()))
+    windows = acc[(acc.encoding == WINDOWS) & (acc.metric == "out_of_range")]
+    windows_runs = windows[windows.length == 2 * T][["offset", "seed", "accuracy"]]
+    applicable = ape[ape.pinned_target_accuracy.notna()]
+    return dict(rows_untouched=int((~ape_all.untrained_bitwise_equal.astype(bool)).sum()),
+                in_range_accuracy=in_range.rename(columns={"accuracy": "value"}),
+                chance_bound=chance_runs.rename("value").reset_index(),
+                argmax_in_range=ape.assign(value=ape.in_range_share),
+                pin_predicted=ape.assign(value=ape.predicted_is_pinned),
+                windows_generalize=windows_runs.rename(columns={"accuracy": "value"}),
+                chance_beyond_T=int((~chance.chance_inside).sum()),
+                pin_limit=ape.limit_share.mean(), pin_limit_min=ape.limit_share.min(),
+                chance_upper_max=chance.ci_high.max() * p.vocab,
+                pinned_target_accuracy=applicable.pinned_target_accuracy.mean(),
+                pinned_target_runs=len(applicable),
+                strict_pin_runs=int((ape.pinned_fraction >= STRICT_PIN_FRACTION).sum()),
+                pinned_mass_mean=ape.mean_mass_on_pinned.mean(), entropy_mean=ape.entropy_share.mean())

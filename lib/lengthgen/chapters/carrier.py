@@ -278,3 +278,24 @@ def carrier_study(p: Parameters, progress: bool = True) -> CarrierStudy:
     return CarrierStudy(configs, pd.DataFrame(list(rows)), pd.concat(planes, ignore_index=True),
                         pd.concat(spectra, ignore_index=True), pd.concat(profiles, ignore_index=True),
                         pd.DataFrame(list(chosen)), pd.concat(direction, ignore_index=True), pd.concat(far, ignore_index=True))
+
+
+def claim_values(study: CarrierStudy) -> dict[str, object]:
+    """Every claim's value from the study (a per-run claim's: one row per run, with ``value``)."""
+    runs, chosen, direction = study.per_run, study.selection, study.direction
+    rises = direction.sort_values("step").groupby(["offset", "seed"]).cos_group.agg(lambda s: s.iloc[-1] - s.iloc[0])
+    return dict(peak_at_k=runs.assign(value=(runs.argmax_offset - runs.offset).abs()),
+                carrier_r2=runs.assign(value=runs.r2_carrier),
+                carrier_specific=chosen.assign(value=chosen.carrier_r2 - chosen.feasible_r2_q),
+                mm_direction_excess=(chosen.cos_group - chosen.feasible_cos_q).max(),
+                l2_direction_excess=(chosen.cos_l2 - chosen.feasible_cos_l2_q).max(),
+                direction_rise_min=rises.min(),
+                group_over_l2_runs=int((chosen.cos_group > chosen.cos_l2).sum()),
+                rank_above_encoding=int((runs.rank_learned > runs.rank_encoding).sum()),
+                carrier_r2_feasible=chosen.feasible_r2_mean.mean(),
+                mm_beyond_T=(chosen.r2_beyond_group - chosen.r2_beyond_min_norm).mean(),
+                r2_beyond_min_norm=chosen.r2_beyond_min_norm.mean(), r2_beyond_carrier=chosen.r2_beyond_carrier.mean(),
+                null_share=chosen.null_share.mean(), cos_l2_mean=chosen.cos_l2.mean(),
+                coherence_mean=runs.coherence.mean(), coherence_over_null=int((runs.coherence > runs.null_q999).sum()),
+                rank_gap_max=(runs.rank_learned - runs.rank_null).abs().max(),
+                slow_error_filter=runs.slow_error_filter.mean())

@@ -142,3 +142,21 @@ def rasp_l_table() -> pd.DataFrame:
                          "POLA: tabular relations that generalize (LRC, exact there; chapter 8)":
                              generalize.reindex(list(RASP_L_STUDY)).fillna("none"),
                          "transformer measurement": "pending issue 12"})
+
+
+def claim_values(study: RnnStudy, p: Parameters) -> dict[str, object]:
+    """Every claim's value from the study: the smallest init scale's runs against the largest's."""
+    small, large = min(p.init_stds), max(p.init_stds)
+    runs = study.runs
+    smallest, largest = at_init(runs, small), at_init(runs, large)
+    small_shift = smallest[smallest.target == "shift"]
+    tail = runs[runs.target == "shift"].groupby("init_std").tail_error.median()
+    return dict(targets_minimal_order=minimal_order_mismatches(p), rank_sees_extra_mode=extra_mode_misses(p),
+                small_init_minimal_state=int((small_shift.state_dim != small_shift.minimal_order).sum()),
+                small_init_extrapolates=failing(smallest.long_error, EXTRAPOLATION_ERROR),
+                large_init_excess_state=float((largest.state_dim > largest.minimal_order).mean()),
+                large_init_long_error=largest.long_error.max(skipna=False),
+                tail_error_ratio=tail[large] / max(tail[small], 1e-300),
+                large_init_train_error=largest.train_error.max(),
+                large_init_unstable=int((largest.spectral_radius > 1).sum()),
+                small_init_extrapolation_max=smallest.long_error.max())

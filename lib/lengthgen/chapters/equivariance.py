@@ -158,3 +158,18 @@ def equivariance_study(p: Parameters, progress: bool = True) -> EquivarianceStud
     return EquivarianceStudy(list(runs), pd.DataFrame([row for rows in exact for row in rows]),
                              pd.concat(acc, ignore_index=True), pd.concat(renorm, ignore_index=True),
                              pd.DataFrame(list(hijack)), pd.concat(margins, ignore_index=True))
+
+
+def claim_values(study: EquivarianceStudy) -> dict[str, object]:
+    """Every claim's value from the study (a per-run claim's: one row per run, with ``value``)."""
+    exact, acc, hijack = study.exactness, study.accuracy, study.hijack
+    trained = exact[exact.trained]
+    scored = acc[acc.trained & acc.metric.isin(["last", "out_of_range"])]
+    return dict(toeplitz_f64=exact.toeplitz_f64.max(), toeplitz_f32=exact.toeplitz_f32.max(),
+                renormalized_f64=exact.renorm_f64.max(),
+                peak_at_k=trained.assign(value=(trained.argmax_offset - trained.offset).abs()),
+                worst_accuracy=scored.groupby(["offset", "seed"]).accuracy.min().rename("value").reset_index(),
+                hijack_prediction=hijack.rename(columns={"error": "value"}),
+                untrained_worst_accuracy=acc[~acc.trained & (acc.metric == "out_of_range")].accuracy.max(),
+                margin_at_horizon_min=hijack.margin_at_horizon.min(),
+                hijack_bias=hijack_bias(hijack), hijack_constant_gain=constant_gain(hijack))

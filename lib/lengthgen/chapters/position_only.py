@@ -306,3 +306,24 @@ def fits_beyond_ape(verdicts: pd.DataFrame) -> pd.DataFrame:
     return fit[fit.task.isin(ape_fails)]
 
 
+
+
+def claim_values(study: PolaStudy, p: Parameters) -> dict[str, object]:
+    """Every claim's value from the study."""
+    verdicts, errors, lrc = study.verdicts, study.errors, study.lrc
+    zero = verdicts[verdicts.init == "zero"]
+    fixed = study.fixed_length.pivot(index="task", columns="relation", values="error").loc[list(pola.TASKS),
+                                                                                            list(pola.RELATIONS)]
+    factorized = study.factorized_verdicts
+    return dict(ape_fits_fixed_length=fixed["ape"].max(), hand_verdicts=hand_verdict_mismatches(verdicts),
+                lg_iff_lrc_tabular=len(lrc_disagreements(verdicts, tabular=True)),
+                lrc_rotary_cells=len(lrc_disagreements(verdicts, tabular=False)),
+                prediction_matches_tabular=len(prediction_misses(errors[errors.relation != "rope"])),
+                prediction_matches_rotary=len(prediction_misses(errors[errors.relation == "rope"])),
+                random_init_rule=len(rule_disagreements(verdicts)),
+                factorized_fits_like_table=factorized.cell_gap.max(),
+                factorized_verdicts=len(factorized[factorized.measured_verdict != factorized.lrc_verdict]),
+                lrc_blind_scales=len(lrc_blind_scales(errors, lrc, p)),
+                not_fit_in_budget=len(zero[zero.shown_verdict == NOT_LEARNED]),
+                fits_beyond_ape=len(fits_beyond_ape(verdicts)),
+                generalizing_cells=int(zero.shown_verdict.value_counts().get("generalizes", 0)))

@@ -206,3 +206,22 @@ def failure_lines(failures: pd.DataFrame) -> list[str]:
         seed = f" seed {int(r.seed)}" if "seed" in failures and r.seed == r.seed else ""
         lines.append(f"{r.chapter} k={r.offset} ({r.setting}){seed}: {r.name} = {r.value:.4g}")
     return lines
+
+
+def claim_values(sweep: Sweep) -> dict[str, object]:
+    """Every claim's value: the sweep's completeness and its failures by role."""
+    runs = sweep.runs()
+    return dict(missing_runs=len(sweep.missing), error_runs=int(runs.status.str.startswith("error").sum()),
+                seeds_reused=sweep.seeds_reused(), proof_failures=len(sweep.proof_failures()),
+                sanity_failures=len(sweep.sanity_failures()), excess_failures=int((~sweep.pass_rates().holds).sum()),
+                evidence_runs_failed=len(sweep.evidence_failures()))
+
+
+def record_details(sweep: Sweep) -> dict[str, object]:
+    """What the chapter's record carries besides its checks: pass rates, every failing run, runs per chapter."""
+    failing, sanity, proofs = sweep.evidence_failures(), sweep.sanity_failures(), sweep.proof_failures()
+    return dict(pass_rates=sweep.pass_rates().to_dict("records"),
+                sweep_failures=[*failing.assign(kind="evidence").to_dict("records"),
+                                *sanity.assign(kind="sanity").to_dict("records"),
+                                *proofs.assign(kind="proof").to_dict("records")],
+                runs_per_chapter=sweep.runs().groupby("chapter").size().to_dict())

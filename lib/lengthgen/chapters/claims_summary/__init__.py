@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...book.audit import SUMMARY
+from ...book.audit import SUMMARY, Audit
 from ...book.parameters import ChapterParameters, parameter
 from ...book.paths import RECORDS_DIR, REPO_ROOT, SWEEPS_DIR
 from ...book.sweep import expand, load_spec, stored_records
@@ -88,3 +88,9 @@ def sweep_time_totals(runs: pd.DataFrame) -> pd.DataFrame:
 # -- the paper's claims, judged from the records ----------------------------------------------------------------
 
 
+
+
+def claim_values(found: Audit) -> dict[str, object]:
+    """Every claim's value: records missing, stale, made elsewhere, and claims failed."""
+    return dict(records_missing=len(found.missing), records_stale=len(found.stale), records_foreign=len(found.foreign),
+                claims_failed=len(found.failed))

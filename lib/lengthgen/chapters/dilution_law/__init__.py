@@ -293,3 +293,15 @@ def dilution_study(p: Parameters, progress: bool = True) -> DilutionStudy:
                                            logit=prof))
                          for cfg, prof in zip(configs, profiles, strict=True)], ignore_index=True)
     return DilutionStudy(configs, pd.concat(curves, ignore_index=True), pd.DataFrame(list(summaries)), kernels)
+
+
+def claim_values(study: DilutionStudy) -> dict[str, object]:
+    """Every claim's value from the study (a per-run claim's: one row per run, with ``value``)."""
+    per_run = study.per_run
+    return dict(half_length=per_run.assign(value=per_run.half_error),
+                mass_law=per_run.assign(value=per_run.mass_log_error),
+                paths_agree=per_run.paths_gap.max(), mc_row_error=per_run.mc_row_error.max(),
+                peak_memory_mb=max(per_run.peak_rss_mb.max(), peak_memory_mb()),
+                dilution_half_length=per_run.dilution_error.median(),
+                dilution_fails_runs=int((per_run.dilution_error > HALF_LENGTH_OCTAVES).sum()),
+                wrap_slope=wrap_slope(per_run), closed_form_max_error=per_run.closed_form_error.max())

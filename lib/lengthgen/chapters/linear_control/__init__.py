@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -282,3 +283,43 @@ def at_length(lengths: pd.DataFrame, head: str, length: int) -> pd.DataFrame:
     """Per run: one head's measured accuracy at one length (``offset, seed, value``)."""
     rows = lengths[(lengths.model == head) & (lengths.length == length)]
     return rows[["offset", "seed"]].assign(value=rows.accuracy.values)
+
+
+def claim_values(study: LinearControlStudy, p: Parameters) -> dict[str, object]:
+    """Every claim's value from the study (a per-run claim's: one row per run, with ``value``)."""
+    T, longest, runs = p.train_length, p.longest, len(p.offsets) * p.seeds
+    sel, lengths, laws, abl = study.selection, study.lengths, study.laws, study.ablation
+    sgd_full = sel[(sel.frequencies == "full-band") & (sel.method == "SGD on tokens")]
+    gd_std = sel[(sel.frequencies == "standard") & (sel.method == "GD (full batch)")]
+    linear = lengths[lengths.model == "linear (SGD from zero)"]
+    error_z = (linear.squared_error - linear.expected_squared_error).abs() / linear.squared_error_se
+    lin_long = linear[linear.length == longest].sort_values(["offset", "seed"])
+    quarter = linear[linear.length == longest // 4].sort_values(["offset", "seed"])
+    slopes = np.log(lin_long.expected_squared_error.values / quarter.expected_squared_error.values) / np.log(4)
+    controls = study.controls.groupby("map").value.max()
+    least_bad = laws[laws.model == "least-bad linear interpolant"].set_index(["offset", "seed"])
+    collapse = laws.pivot_table(index=["offset", "seed"], columns="model", values="collapse_length")
+    gaussian = lengths.assign(dev=(lengths.accuracy - lengths.gaussian).abs()).groupby("model").dev.max()
+    softmax = lengths[lengths.model == "softmax exp f (Adam)"]
+    return dict(
+        sgd_to_pinv=sgd_full.rel_error_to_pinv.max(), gd_closed_form=gd_std.rel_error_to_closed_form.max(),
+        gd_far_from_pinv=gd_std.rel_error_to_pinv.min(),
+        replicates_differ=replicate_distance(study.kernels, T) if len(sgd_full) > 1 else np.inf,
+        linear_fits_T=lengths[lengths.length == T].accuracy.min(),
+        ablation_fits_T=abl[abl.method != "SGD from zero"].fit_residual.max(),
+        family_bound=family_bound(T, longest, p.dim, p.vocab), error_law=error_z.max(),
+        law_linear=per_run(law_deviation(lengths, "linear (SGD from zero)"), runs),
+        linear_longest=per_run(at_length(lengths, "linear (SGD from zero)", longest), runs),
+        softmax_beats_linear=per_run(softmax_margin_where_linear_collapsed(lengths), runs),
+        no_interpolant_extrapolates=per_run(at_length(lengths, "least-bad linear interpolant", longest), runs),
+        squared_longest=per_run(at_length(lengths, "normalized f² (Adam)", longest), runs),
+        error_slope=slopes.min(), law_squared=law_deviation(lengths, "normalized f² (Adam)").value.max(),
+        law_random_q=controls["linear"], law_squared_random_q=controls["squared"],
+        min_norm_vs_least_bad=(least_bad.min_norm_error_longest / least_bad.expected_error_longest).mean(),
+        collapse_linear=collapse["linear (SGD from zero)"].median(),
+        collapse_squared=collapse["normalized f² (Adam)"].median(),
+        softmax_longest=softmax[softmax.length == longest].accuracy.mean(),
+        law_softmax=law_deviation(lengths, "softmax exp f (Adam)").value.max(),
+        gaussian_law_linear=gaussian["linear (SGD from zero)"], gaussian_law_squared=gaussian["normalized f² (Adam)"],
+        adam_distance=abl[abl.method == "Adam from zero"].rel_error_to_pinv.mean(),
+        random_init_distance=abl[abl.method == "SGD from random init"].rel_error_to_pinv.mean())

@@ -34,8 +34,17 @@ from ...model.zoo_heads import FireHead, RandomizedRopeHead, T5Head, ZooRunConfi
 from ..committed import CommittedSweep
 from ..common import GB, Execution, HeadTraining, LengthSweep, map_stacked
 from .mechanisms import DIAGNOSTIC_COLUMNS, attention_diagnostics, far_attention, fire_drift, t5_far_margin
-from .registered import CHAPTER, ENCODINGS, HELD_OUT_SEEDS, HELD_OUT_SWEEP, KERNEL_ENCODINGS, PREDICTED_XPOS
-from .verdicts import verdict_table, xpos_pairs
+from .registered import (
+    ABSOLUTE,
+    CHAPTER,
+    ENCODINGS,
+    HELD_OUT_SEEDS,
+    HELD_OUT_SWEEP,
+    KERNEL_ENCODINGS,
+    PREDICTED_XPOS,
+    RELATIVE,
+)
+from .verdicts import agreement_table, revised_checks, verdict_table, xpos_checks, xpos_pairs
 
 
 @dataclass(frozen=True)
@@ -203,3 +212,31 @@ def record_details(study: ZooStudy) -> dict[str, list[dict]]:
                 diagnostics=diagnostics.to_dict("records"))
 
 
+
+
+HELD_OUT_CHECKS = ("held_out_complete", "held_out_design", "held_out_mechanisms", "held_out_verdicts",
+                   "held_out_run_failures", "held_out_offset_cells", "held_out_partial_argmax", "held_out_other_failures",
+                   "held_out_agreement", "held_out_predicted_disagreements")
+
+
+def claim_values(study: ZooStudy, p: Parameters, held_values: dict[str, float]) -> dict[str, object]:
+    """Every claim's value from the study and the committed sweep's held-out values."""
+    deviation, verdicts, fire = study.deviation, study.verdicts, study.fire
+    relative = deviation[deviation.encoding.isin(RELATIVE)]
+    absolute = deviation[deviation.encoding.isin(ABSOLUTE) & deviation.trained]
+    masses = deviation[deviation.trained].groupby("encoding")[["far_mass", "argmax_target"]].mean()
+    agreement = agreement_table(verdicts)
+    t5 = masses.loc["t5"] if "t5" in masses.index else pd.Series(dict(far_mass=np.nan, argmax_target=np.nan))
+    return dict(
+        relative_by_construction=float(relative.deviation.max()) if len(relative) else 0.0,
+        absolute_seen=float(absolute.deviation.min()) if len(absolute) else float("inf"),
+        registered_verdicts=len(verdicts[~verdicts.agrees]),
+        **revised_checks(verdicts, deviation, list(p.seed_list)),
+        t5_far_mass=float(t5.far_mass), t5_argmax_target=float(t5.argmax_target),
+        fire_drift=float(fire.drift_error.max(skipna=False)) if len(fire) else 0.0,
+        fire_fraction_error=float(fire.fraction_error.max()) if len(fire) else float("nan"),
+        fire_no_drift_error=float(fire.no_drift_error.min()) if len(fire) else float("nan"),
+        fire_threshold=float(fire.threshold.max()) if len(fire) else float("nan"),
+        generalizing_encodings=len(agreement[agreement.measured == "generalizes"]),
+        **xpos_checks(xpos_pairs(verdicts, study.xpos)),
+        **{name: held_values[name] for name in HELD_OUT_CHECKS})
