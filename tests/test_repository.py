@@ -69,11 +69,19 @@ def test_no_threshold_or_harness_code_is_copied_into_a_notebook(path: Path):
     code = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
     for forbidden in ("ChapterRecord(", "Stopwatch(", "validate(", ".save(", "assert_all("):
         assert forbidden not in code, f"{path.name}: {forbidden} belongs to the harness"
-    for node in ast.walk(ast.parse(code)):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("check", "report"):
-            if isinstance(node.func.value, ast.Name) and node.func.value.id == "chapter":
-                assert len(node.args) == 2 and not node.keywords, (
-                    f"{path.name}: chapter.{node.func.attr}(name, value) only; thresholds come from the claims data")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_one_idiom_judges_a_chapter_and_no_notebook_lists_claim_names(path: Path):
+    """A chapter's module returns every claim's value in one function; the notebook hands them to
+    ``chapter.judge(...)`` once and never checks or reports a claim by name."""
+    code = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
+    calls = [node.func.attr for node in ast.walk(ast.parse(code)) if isinstance(node, ast.Call)
+             and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+             and node.func.value.id == "chapter"]
+    assert calls.count("judge") == 1, f"{path.name}: judge the chapter once, with chapter.judge(claim_values(...))"
+    named = sorted({c for c in calls if c in ("check", "check_runs", "report", "finish")})
+    assert not named, f"{path.name}: chapter.{named} names claims in the notebook; return them from claim_values"
 
 
 def test_toc_lists_every_chapter_and_the_summary_runs_last():
@@ -239,6 +247,18 @@ def test_training_and_configuration_exist_once():
     assert configs == ["config.py"], f"hand-written config copies in {configs}"
     sweeps = [p.name for p, s in sources.items() if "def length_sweep(" in s]
     assert sweeps == ["evaluation.py"], f"length sweeps in {sweeps}"
+
+
+def test_the_decoder_exists_once():
+    """One decoder (``model/transformer.py``) whose encoding is a setting: no other module builds a stack of blocks,
+    and the relation network is a subclass of it."""
+    from lengthgen.model.relation_network import RelationTransformer
+    from lengthgen.model.transformer import Transformer
+
+    sources = {p: p.read_text() for p in PACKAGE.rglob("*.py")}
+    stacks = sorted(p.name for p, s in sources.items() if "nn.ModuleList(" in s)
+    assert stacks == ["transformer.py"], f"decoders (stacks of blocks) in {stacks}"
+    assert issubclass(RelationTransformer, Transformer)
 
 
 # -- the book cache across builds -------------------------------------------------------------------------
