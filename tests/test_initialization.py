@@ -272,7 +272,7 @@ def test_parameters_and_jobs():
 
 
 def test_held_out_parameters_and_the_committed_sweep():
-    from lengthgen.analysis.held_out import held_out_runs
+    from lengthgen.analysis.held_out import committed_runs
     from lengthgen.chapters.initialization.registered import INIT_HELD_OUT_SEEDS
     from lengthgen.chapters.initialization.verdicts import held_out_values
 
@@ -285,7 +285,7 @@ def test_held_out_parameters_and_the_committed_sweep():
         Parameters.from_values({**good, "seed_start": INIT_HELD_OUT_SEEDS[0]})
     assert np.isnan(held_out_values("")["held_out_failures"])  # no sweep, no evidence: a failure
     assert np.isnan(held_out_values("")["held_out_adam_control"]) and np.isnan(held_out_values("")["held_out_phases"])
-    held = held_out_runs("initialization", "13_initialization")
+    held = committed_runs("initialization", "13_initialization")
     assert held.expected == 3 and held.missing == 0  # every run the spec lists, made by this code and this notebook
     assert set(held.checks.offset) == {3, 5, 7}
     starts = {int(s.split("-")[0]) for s in held.checks.seeds}
@@ -315,7 +315,7 @@ def test_held_out_counts_a_run_that_fails_or_lacks_a_check(monkeypatch):
     checks = pd.DataFrame(run("a") + run("b", failing=("collapse_predicted",)) + run("c", missing=PHASE_CHECKS)
                           + run("d", failing=("adam_control_helps",), phase=bar - 0.1) + run("e", phase=bar)
                           + run("f", phase=float("nan")))
-    monkeypatch.setattr(verdicts, "held_out_runs", lambda name, chapter: SimpleNamespace(checks=checks, missing=0))
+    monkeypatch.setattr(verdicts, "committed_runs", lambda name, chapter: SimpleNamespace(checks=checks, missing=0))
     values = verdicts.held_out_values("initialization")
     assert values == dict(held_out_complete=0.0, held_out_failures=1.0, held_out_adam_control=1.0, held_out_phases=3.0)
     table = verdicts.held_out_table(checks)

@@ -10,6 +10,7 @@ import torch
 
 import lengthgen.chapters.sequential_complexity.registered as sc_registered
 import lengthgen.chapters.sequential_complexity.verdicts as sc_verdicts
+from lengthgen.analysis.held_out import CommittedRuns, committed_runs
 from lengthgen.book.parameters import ParameterError
 from lengthgen.chapters import sequential_complexity as sc
 from lengthgen.claims import sequential_complexity as sc_claims
@@ -186,7 +187,7 @@ def test_the_committed_sweep_is_complete_and_current():
     """Every run the spec of ``data/sweeps/sequential_complexity`` lists has a record made by this code and this notebook
     (a change to anything chapter 12 runs makes the sweep stale: regenerate it with ``make sweep``), on held-out seeds,
     with every (task, scheme) cell of the spec."""
-    runs = sc.committed_runs("sequential_complexity")
+    runs = committed_runs("sequential_complexity", sc.Parameters.chapter, sc.committed_study)
     assert runs.missing == 0 and runs.study is not None, f"{runs.missing} of {runs.expected} runs missing or stale"
     v = runs.study.verdicts
     assert set(v.seed) <= set(sc.HELD_OUT_SEEDS) and not set(v.seed) & set(sc_registered.PILOT_SEEDS)
@@ -253,7 +254,8 @@ def test_sweep_numbers_count_the_held_out_groups_and_say_not_run_without_a_sweep
         ("rpe", "mode", 920, 1.0, 0.95, "offset", 1, 4.0),  # learned; mode has no position head
         ("rpe", "addition", 920, 1.0, 0.95, "offset", 1, 4.0),  # an added task: not among the first tasks' counts
     ])
-    runs = sc.CommittedRuns(sc.ComplexityStudy(*(pd.DataFrame(),) * 4, committed), 6, 1, 4, 4, [60.0, 120.0], {})
+    records = [dict(parameters=dict(train_scale=4, scale_factor=4), wall_time_s=wall) for wall in (60.0, 120.0)]
+    runs = CommittedRuns(pd.DataFrame(), 6, 1, records, sc.ComplexityStudy(*(pd.DataFrame(),) * 4, committed))
     values = sc_verdicts.claim_values(committed.iloc[:0], committed, 4, 4)
     numbers = sweep_numbers(runs, values, 0.95)
     assert set(numbers) == set(SWEEP_NUMBERS)
@@ -271,7 +273,7 @@ def test_sweep_numbers_count_the_held_out_groups_and_say_not_run_without_a_sweep
 def test_what_chapter_12_says_in_words_about_its_committed_sweep_holds_on_it():
     """The statements about the committed sweep that chapter 12 (section 3) and the book's introduction make in words,
     not glued. A regenerated sweep that breaks one must come with new prose: fix the words, not this test."""
-    runs = sc.committed_runs("sequential_complexity")
+    runs = committed_runs("sequential_complexity", sc.Parameters.chapter, sc.committed_study)
     v = runs.study.verdicts
     cell = v.set_index(["task", "scheme"]).sort_index()
     first = v[~v.task.isin(sc_registered.ADDED_TASKS)]

@@ -204,7 +204,7 @@ def test_hijacking_offsets_and_first_collapse():
 def test_held_out_parameters_and_values():
     import pandas as pd
 
-    from lengthgen.analysis.held_out import HeldOutRuns
+    from lengthgen.analysis.held_out import CommittedRuns
     from lengthgen.book.parameters import ParameterError
     from lengthgen.book.paths import REPO_ROOT
     from lengthgen.book.rerun import default_parameters
@@ -227,16 +227,16 @@ def test_held_out_parameters_and_values():
     roles = dict(shift_f64="proof", carrier_pooled="reported", carrier_share_standard="reported",
                  carrier_share_identifiable="reported")
     checks = pd.DataFrame([dict(key=k, name=n, value=v, passed=ok, role=roles.get(n, "evidence")) for k, n, v, ok in rows])
-    values = held_out_values(HeldOutRuns(checks, expected=3, missing=1))
+    values = held_out_values(CommittedRuns(checks, expected=3, missing=1))
     assert values == dict(held_out_complete=1.0, held_out_masking=1.0, held_out_carrier=1.0,
                           held_out_carrier_identifiable=1.0, held_out_other_failures=1.0)
     no_carrier = checks[~((checks.key == "a") & (checks.name == "carrier_pooled"))]  # a run without the number counts
-    assert held_out_values(HeldOutRuns(no_carrier, expected=3, missing=1))["held_out_carrier"] == 2.0
+    assert held_out_values(CommittedRuns(no_carrier, expected=3, missing=1))["held_out_carrier"] == 2.0
     no_shares = checks[~checks.name.str.startswith("carrier_share")]  # runs without the shares are not ahead
-    assert held_out_values(HeldOutRuns(no_shares, expected=3, missing=1))["held_out_carrier_identifiable"] == 2.0
+    assert held_out_values(CommittedRuns(no_shares, expected=3, missing=1))["held_out_carrier_identifiable"] == 2.0
     nan_share = checks.assign(value=np.where((checks.key == "a") & (checks.name == "carrier_share_standard"), np.nan,
                                              checks.value))
-    assert held_out_values(HeldOutRuns(nan_share, expected=3, missing=1))["held_out_carrier_identifiable"] == 2.0
+    assert held_out_values(CommittedRuns(nan_share, expected=3, missing=1))["held_out_carrier_identifiable"] == 2.0
 
 
 def test_seen_directions_count_what_the_training_offsets_show():
@@ -316,10 +316,10 @@ def test_the_carrier_rank_test_separates_carriers_from_equally_efficient_kernels
     assert one_network[-1] == 0.0  # six heads of one network are one unit: 6 / 20 is no evidence
 
 def test_the_committed_transfer_sweep_is_complete_and_current():
-    from lengthgen.analysis.held_out import held_out_runs
+    from lengthgen.analysis.held_out import committed_runs
     from lengthgen.chapters.transfer.registered import HELD_OUT_SEEDS
 
-    held = held_out_runs("transfer", "06_transfer")
+    held = committed_runs("transfer", "06_transfer")
     assert held.expected >= 3 and held.missing == 0, "regenerate: make sweep SPEC=data/sweeps/transfer/spec.yaml"
     starts = set(held.checks.param_seed_start)
     assert all(start in HELD_OUT_SEEDS for start in starts)

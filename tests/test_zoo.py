@@ -187,7 +187,7 @@ def _held(checks: list[tuple[str, str, str, object]], verdicts: pd.DataFrame, mi
           xpos_closer: list[bool] = ()) -> zoo_held_out.HeldOutZoo:
     table = pd.DataFrame([dict(key=k, name=n, role=r, passed=v, value=0.0) for k, n, r, v in checks],
                          columns=["key", "name", "role", "passed", "value"])
-    runs = zoo_held_out.HeldOutRuns(table, expected=table.key.nunique() + missing, missing=missing)
+    runs = zoo_held_out.CommittedRuns(table, expected=table.key.nunique() + missing, missing=missing)
     t5_rows = pd.DataFrame([dict(offset=3, seed=660 + i, t5_margin=m) for i, m in enumerate(t5)],
                            columns=["offset", "seed", "t5_margin"])
     fire_rows = pd.DataFrame([dict(offset=3, seed=660 + i, drift_error=d) for i, d in enumerate(fire)],

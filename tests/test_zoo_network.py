@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from lengthgen.analysis import network_zoo
+from lengthgen.analysis.held_out import committed_runs
 from lengthgen.book.parameters import ParameterError
 from lengthgen.chapters import zoo_networks
 from lengthgen.model.seeding import generator
@@ -223,7 +224,7 @@ def test_literature_sizes_map_their_lengths_to_the_same_multiples():
 def test_the_committed_sweep_is_complete_and_current():
     """Every run the spec of ``data/sweeps/zoo_networks`` lists has a record made by this code and this notebook (a
     change to anything chapter 11 runs makes the sweep stale: regenerate it with ``make sweep``)."""
-    runs = network_zoo.committed_runs("zoo_networks")
+    runs = committed_runs("zoo_networks", network_zoo.CHAPTER, network_zoo.zoo_study)
     assert runs.missing == 0 and runs.study is not None, f"{runs.missing} of {runs.expected} runs missing or stale"
     assert set(runs.study.accuracy.task) == {"copy", "reversal", "shift"}
     held = runs.study.select(("shift",), zoo_networks.HELD_OUT_SHIFT_SEEDS)

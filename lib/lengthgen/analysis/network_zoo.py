@@ -1,5 +1,5 @@
 """The network zoo's verdicts and its committed sweep: chapter 11's registered verdict of every (encoding, task) cell,
-how a run's measured verdict is read, the per-cell tables, and the reader of the committed runs (chapters 6 and 11)."""
+how a run's measured verdict is read, the per-cell tables, and the study of the committed runs (chapters 6 and 11)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..book.paths import SWEEPS_DIR
-from ..book.sweep import expand, load_spec, stored_records
 from ..model.sequence_tasks import SEQUENCE_TASKS
 from ..model.transformer import NETWORK_ZOO
+from .held_out import CommittedRuns
 
 CHAPTER = "11_zoo_networks"  # whose runs a committed sweep of the network zoo holds
 
@@ -166,37 +165,11 @@ class NetworkZooStudy:
         return dict(exact_match=self.accuracy.to_dict("records"), losses=self.losses.to_dict("records"))
 
 
-@dataclass
-class CommittedRuns:
-    """The runs of a committed sweep of this chapter that its spec lists now (fresh: same code, same notebook)."""
-
-    study: NetworkZooStudy | None  # None when no run is present
-    expected: int  # chapter runs the spec lists
-    missing: int  # of those, runs with no stored record (never run, or made by other code or another notebook)
-    overrides: list[dict]  # the parameters each present run was given
-    parameters: list[dict]  # each present run's parameters in full (the chapter's defaults under its overrides)
-    train_size: int  # N of the present runs (one value; the spec fixes it)
-    wall_seconds: float  # the present runs' wall time, summed
-
-
-def committed_runs(name: str) -> CommittedRuns:
-    """Read the committed sweep ``data/sweeps/<name>``: every fresh run record's exact match and loss curves."""
-    folder = SWEEPS_DIR / name
-    runs = [r for r in expand(load_spec(folder / "spec.yaml")) if r.chapter == CHAPTER]
-    records = list(stored_records(folder, {r.key for r in runs}))
-    if not records:
-        return CommittedRuns(None, len(runs), len(runs), [], [], 0, 0.0)
-    sizes = {int(r["parameters"]["train_size"]) for r in records}
-    if len(sizes) != 1:
-        raise ValueError(f"the committed sweep {name} mixes training sizes {sorted(sizes)}; its verdicts need one")
-    train_size = sizes.pop()
-    accuracy = pd.DataFrame([row for r in records for row in r["details"]["exact_match"]])
-    repeated = accuracy.duplicated(["encoding", "task", "seed", "size"])
-    if repeated.any():
-        raise ValueError(f"the committed sweep {name} has two runs of the same (encoding, task, seed); their verdicts "
-                         f"would be pooled: give the runs of different settings different seeds")
-    losses = pd.DataFrame([row for r in records for row in r["details"]["losses"]])
-    study = NetworkZooStudy(accuracy, losses, verdict_table(accuracy, train_size))
-    return CommittedRuns(study, len(runs), len(runs) - len(records), [r["overrides"] for r in records],
-                         [r["parameters"] for r in records], train_size,
-                         float(sum(r["wall_time_s"] or 0.0 for r in records)))
+def zoo_study(runs: CommittedRuns) -> NetworkZooStudy:
+    """The study of a committed sweep's runs of chapter 11 (read by :func:`lengthgen.analysis.held_out.committed_runs`):
+    every run's exact match and loss curves, and the verdicts at the one training size the runs share."""
+    accuracy = runs.rows("exact_match")
+    if accuracy.duplicated(["encoding", "task", "seed", "size"]).any():
+        raise ValueError("the committed sweep has two runs of the same (encoding, task, seed); their verdicts would be "
+                         "pooled: give the runs of different settings different seeds")
+    return NetworkZooStudy(accuracy, runs.rows("losses"), verdict_table(accuracy, int(runs.setting("train_size"))))

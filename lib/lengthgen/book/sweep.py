@@ -335,8 +335,12 @@ def results_table(folder: Path, keys: set[str] | None = None, complete: bool = T
 
     Wall times and creation times are left out, so the rows of a run are reproducible.
     """
-    rows = [{**run_columns(record), **check} for record in stored_records(folder, keys, complete)
-            for check in record["checks"]]
+    return checks_table(stored_records(folder, keys, complete))
+
+
+def checks_table(records: Iterable[dict]) -> pd.DataFrame:
+    """One row per (run, check) of ``records``, sorted by chapter, key and claim."""
+    rows = [{**run_columns(record), **check} for record in records for check in record["checks"]]
     return ordered(pd.DataFrame(rows), ["name", "claim", "role", "value", "comparison", "threshold", "passed"],
                    ["chapter", "key", "name"])
 

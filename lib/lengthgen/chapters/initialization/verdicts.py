@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ...analysis.held_out import held_out_runs
+from ...analysis.held_out import committed_runs
 from ...model.evaluation import doubling_lengths
 from .collapse import balanced_accuracy, collapse_cells, configuration_rule, length_only_rule, split_groups
 from .phases import (
@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # for the annotations only
 
 
 def held_out_passes(checks: pd.DataFrame) -> pd.Series:
-    """Whether each held-out run's check (rows of ``held_out_runs(...).checks``) holds: its recorded verdict, and for
+    """Whether each held-out run's check (rows of ``committed_runs(...).checks``) holds: its recorded verdict, and for
     the phase check, which is reported and so recorded without one, its value against the registered bar
     (``REGISTERED_PHASE_LIFT_SHARE``; NaN, not judged, fails)."""
     phase = checks.name.isin(PHASE_CHECKS)
@@ -65,7 +65,7 @@ def held_out_values(name: str) -> dict[str, float]:
     if not name:
         return dict(held_out_complete=0.0, held_out_failures=float("nan"), held_out_adam_control=float("nan"),
                     held_out_phases=float("nan"))
-    held = held_out_runs(name, CHAPTER)
+    held = committed_runs(name, CHAPTER)
     if not len(held.checks):
         return dict(held_out_complete=float(held.missing), held_out_failures=float("nan"),
                     held_out_adam_control=float("nan"), held_out_phases=float("nan"))

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ...analysis.held_out import CommittedRuns
 from ...book.parameters import ParameterError, parameter
-from ...book.paths import SWEEPS_DIR
-from ...book.sweep import expand, load_spec, stored_records
 from ...model.reasoning_tasks import check_task, sequence_length
 from ...model.relation_network import (
     SCHEMES,
@@ -175,34 +174,17 @@ def complexity_study(p: Parameters, progress: bool = True) -> ComplexityStudy:
     return study_from(map_stacked(measure_run, jobs, p.workers, progress), p.train_scale, p.scale_factor)
 
 
-@dataclass
-class CommittedRuns:
-    """The runs of a committed sweep of this chapter that its spec lists now (fresh: same code, same notebook)."""
-
-    study: ComplexityStudy | None  # None when no run is present
-    expected: int  # chapter runs the spec lists
-    missing: int  # of those, runs with no stored record
-    train_scale: int
-    scale_factor: int
-    wall_seconds: list[float]  # each present record's wall time
-    cell_seconds: dict[tuple[str, str], float]  # (task, scheme): wall time of the record that trained the cell
-
-
-def committed_runs(name: str) -> CommittedRuns:
-    """Read the committed sweep ``data/sweeps/<name>``: every fresh run record's measurements."""
-    folder = SWEEPS_DIR / name
-    runs = [r for r in expand(load_spec(folder / "spec.yaml")) if r.chapter == Parameters.chapter]
-    records = list(stored_records(folder, {r.key for r in runs}))
-    if not records:
-        return CommittedRuns(None, len(runs), len(runs), 0, 0, [], {})
-    settings = {(int(r["parameters"]["train_scale"]), int(r["parameters"]["scale_factor"])) for r in records}
-    if len(settings) != 1:
-        raise ValueError(f"the committed sweep {name} mixes training scales or factors {sorted(settings)}")
-    train_scale, factor = settings.pop()
-    study = study_from([r["details"] for r in records], train_scale, factor)
+def committed_study(runs: CommittedRuns) -> ComplexityStudy:
+    """The study of a committed sweep's runs of this chapter (read by
+    :func:`lengthgen.analysis.held_out.committed_runs`), at the one training scale and factor they share."""
+    study = study_from([r["details"] for r in runs.records], int(runs.setting("train_scale")),
+                       int(runs.setting("scale_factor")))
     if study.verdicts.duplicated(["scheme", "task", "seed"]).any():
-        raise ValueError(f"the committed sweep {name} has two runs of the same (scheme, task, seed)")
-    seconds = [float(r["wall_time_s"]) if r["wall_time_s"] is not None else float("nan") for r in records]
-    cells = {(row["task"], row["scheme"]): wall for r, wall in zip(records, seconds, strict=True)
-             for row in r["details"]["accuracy"]}
-    return CommittedRuns(study, len(runs), len(runs) - len(records), train_scale, factor, seconds, cells)
+        raise ValueError("the committed sweep has two runs of the same (scheme, task, seed)")
+    return study
+
+
+def cell_seconds(runs: CommittedRuns) -> dict[tuple[str, str], float]:
+    """(task, scheme): the wall time of the committed record that trained the cell."""
+    return {(row["task"], row["scheme"]): wall for r, wall in zip(runs.records, runs.wall_seconds, strict=True)
+            for row in r["details"]["accuracy"]}

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ...analysis.held_out import CommittedRuns
 from ...analysis.stats import binomial_interval, spread_text
-from . import CommittedRuns
 from .registered import ADDED_TASKS, FIRE, FIRST_SWEEP_TASKS, TRAINED_TASKS
 from .verdicts import conjecture, disagreements, held_out_groups, rpe_growing_tasks
 
@@ -46,7 +46,7 @@ def sweep_numbers(committed: CommittedRuns | None, values: dict[str, float], int
     if committed is None or committed.study is None:
         return dict.fromkeys(SWEEP_NUMBERS, NOT_RUN)
     sv = committed.study.verdicts
-    g = held_out_groups(sv, committed.train_scale, committed.scale_factor)
+    g = held_out_groups(sv, committed.setting("train_scale"), committed.setting("scale_factor"))
     first = g["first"]  # what the checks registered with the first sweep judge
 
     def ok(name: str) -> int:
@@ -65,7 +65,7 @@ def sweep_numbers(committed: CommittedRuns | None, values: dict[str, float], int
         held_hint=len(g["hint"]), held_hint_ok=ok("hint"),
         held_hint_grows=len(g["hint_where_rpe_grows"]), held_hint_grows_ok=ok("hint_where_rpe_grows"),
         held_hint_gap=f"{values['held_out_hint_gap']:.2f}",
-        rpe_growing_tasks=", ".join(rpe_growing_tasks(committed.train_scale, committed.scale_factor)),
+        rpe_growing_tasks=", ".join(rpe_growing_tasks(committed.setting("train_scale"), committed.setting("scale_factor"))),
         held_chosen=len(g["hint"]), held_chosen_ok=int(g["hint"].needed.sum()),
         held_lbpe=len(g["lbpe"]), held_lbpe_ok=int(g["lbpe"].needed.sum()),
         held_lbpe_invariant_mass=f"{values['held_out_lbpe_invariant_mass']:.2f}",
@@ -102,7 +102,7 @@ def rasp_comparison(committed: CommittedRuns | None) -> pd.DataFrame:
     columns = ["measured", "conjecture", "rasp_l"]
     if committed is None or committed.study is None:
         return pd.DataFrame(columns=columns)
-    src = conjecture(committed.train_scale, committed.scale_factor)
+    src = conjecture(committed.setting("train_scale"), committed.setting("scale_factor"))
     rpe = committed.study.verdicts[committed.study.verdicts.scheme == "rpe"]
     order = {task: k for k, task in enumerate(TRAINED_TASKS)}
     rows = rpe.groupby("task").agg(measured=("measured", lambda m: ", ".join(

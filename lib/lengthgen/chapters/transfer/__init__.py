@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 
 from ...analysis.carrier import coherence, null_coherence
-from ...analysis.held_out import HeldOutRuns
+from ...analysis.held_out import CommittedRuns
 from ...analysis.network_probes import EVAL_SEQUENCE_CHUNK, content_averaged_kernels, head_target_mass, mean_query_key
 from ...analysis.planes import planes_from_vectors, wrap
 from ...book.parameters import ParameterError, parameter
@@ -203,7 +203,7 @@ def measure_network(run: TrainedRun, job: tuple[str, Parameters]) -> dict:
     return out
 
 
-def held_out_values(held: HeldOutRuns | None) -> dict[str, float]:
+def held_out_values(held: CommittedRuns | None) -> dict[str, float]:
     """The held-out claims' values: missing runs, runs failing a masking check, runs in which the pooled carrier test
     does not reject, runs in which the identifiable-base heads beat their carrier null no more often than the
     base-10^4 heads (NaN without runs), and the other evidence checks' failures. The held-out claims of the sweep's own

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ...analysis.network_zoo import PREDICTED_VERDICTS, NetworkZooStudy, cell_numbers, cell_table, committed_runs
+from ...analysis.held_out import committed_runs
+from ...analysis.network_zoo import CHAPTER, PREDICTED_VERDICTS, NetworkZooStudy, cell_numbers, cell_table, zoo_study
 from ...model.sequence_tasks import sequence_length
 from .registered import (
     FULL_SEQUENCE_ENCODINGS,
@@ -31,7 +32,8 @@ def full_sequence_runs() -> FullSequenceRuns:
     """Read :data:`FULL_SEQUENCE_SWEEP` for :data:`FULL_SEQUENCE_ENCODINGS` on copy and reversal: the runs, chapter 11's
     setting of them (its defaults under each run's overrides), the counts of runs, learned runs and generalizing runs,
     RoPE's runs that carry past N, and chapter 11's numbers and measured verdicts per cell ("not run" without runs)."""
-    full = committed_runs(FULL_SEQUENCE_SWEEP)
+    full = committed_runs(FULL_SEQUENCE_SWEEP, CHAPTER, zoo_study)
+    train_size = full.setting("train_size") if full.records else 0
     swept = full.study.select(FULL_SEQUENCE_TASKS) if full.study is not None else None
     keys = ["full_N", "full_tokens", "full_steps", "full_batch", "full_lr", "full_seeds", "full_runs", "full_learned",
             "full_generalize", "z_rope_carries"]
@@ -50,7 +52,7 @@ def full_sequence_runs() -> FullSequenceRuns:
         learned = verdicts[verdicts.learned]
         rope = verdicts[verdicts.encoding == "rope"]
         table = cell_table(verdicts)
-        numbers |= dict(full_N=full.train_size, full_tokens=sequence_length("copy", full.train_size, 0),
+        numbers |= dict(full_N=train_size, full_tokens=sequence_length("copy", train_size, 0),
                         full_seeds=f"{verdicts.seed.min()}-{verdicts.seed.max()}", full_runs=len(verdicts),
                         full_learned=len(learned), full_generalize=int((learned.measured == "generalizes").sum()),
                         z_rope_carries=f"{int(rope.carries.sum())} of {len(rope)}")
@@ -59,5 +61,5 @@ def full_sequence_runs() -> FullSequenceRuns:
         numbers |= {f"z_{task}_{encoding}_measured": measured
                     for (task, encoding), measured in table.set_index(["task", "encoding"]).measured.items()}
     numbers |= {f"z_{name}": value for name, value in
-                cell_numbers(ours, full.train_size, FULL_SEQUENCE_TASKS, FULL_SEQUENCE_ENCODINGS).items()}
-    return FullSequenceRuns(ours, full.train_size, numbers, table)
+                cell_numbers(ours, train_size, FULL_SEQUENCE_TASKS, FULL_SEQUENCE_ENCODINGS).items()}
+    return FullSequenceRuns(ours, train_size, numbers, table)

@@ -8,10 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...analysis.held_out import HeldOutRuns, held_out_runs
+from ...analysis.held_out import CommittedRuns, committed_runs
 from ...analysis.stats import binomial_interval, excess_failure_p_value
-from ...book.paths import SWEEPS_DIR
-from ...book.sweep import stored_records
 from ..committed import SIGNIFICANCE, TOLERATED_FAILURE_RATE
 from .mechanisms import (
     DIAGNOSTIC_COLUMNS,
@@ -36,7 +34,7 @@ from .verdicts import XPOS_PAIR_COLUMNS, xpos_checks
 class HeldOutZoo:
     """The committed sweep's current runs of this chapter: their checks, per-head details and parameters."""
 
-    runs: HeldOutRuns  # checks of every present run, and how many the spec lists and miss
+    runs: CommittedRuns  # checks of every present run, and how many the spec lists and miss
     verdicts: pd.DataFrame  # one row per (encoding, offset, seed) of the present runs: verdict_table's columns
     t5: pd.DataFrame  # one row per T5 head: offset, seed, t5_margin
     fire: pd.DataFrame  # one row per FIRE head: ZooStudy.fire's columns
@@ -50,20 +48,13 @@ def held_out_zoo(name: str) -> HeldOutZoo | None:
     """Read the committed sweep ``data/sweeps/<name>`` (None for ``""``): every current run's checks and details."""
     if not name:
         return None
-    runs = held_out_runs(name, CHAPTER)
-    keys = set(runs.checks.key) if len(runs.checks) else set()
-    records = list(stored_records(SWEEPS_DIR / name, keys))
-
-    def rows(part: str, columns: list[str] | None = None) -> pd.DataFrame:
-        return pd.DataFrame([row for r in records for row in r["details"][part]], columns=columns)
-
-    return HeldOutZoo(runs, rows("verdicts"), rows("t5", ["offset", "seed", "t5_margin"]),
-                      rows("fire", ["offset", "seed", "c", "threshold", "drift_error", "no_drift_error",
-                                    "fraction_error"]),
-                      rows("xpos_pairs", XPOS_PAIR_COLUMNS),
-                      rows("diagnostics", ["encoding", "offset", "seed", *DIAGNOSTIC_COLUMNS]),
-                      [r["parameters"] for r in records],
-                      [float(r["wall_time_s"] or 0.0) for r in records])
+    runs = committed_runs(name, CHAPTER)
+    return HeldOutZoo(runs, runs.rows("verdicts"), runs.rows("t5", ["offset", "seed", "t5_margin"]),
+                      runs.rows("fire", ["offset", "seed", "c", "threshold", "drift_error", "no_drift_error",
+                                         "fraction_error"]),
+                      runs.rows("xpos_pairs", XPOS_PAIR_COLUMNS),
+                      runs.rows("diagnostics", ["encoding", "offset", "seed", *DIAGNOSTIC_COLUMNS]),
+                      runs.parameters, runs.wall_seconds)
 
 
 def design_violations(held: HeldOutZoo, defaults: dict) -> int:
