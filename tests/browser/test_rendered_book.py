@@ -98,11 +98,6 @@ def browser(built_book: Path):
         browser.close()
 
 
-# Pages allowed a stderr block for now, and why: chapter 6's progress bar is drawn by book.parallel, which is part of
-# its runs' keys; it goes when chapter 6's committed sweep is next regenerated.
-STDERR_PENDING = {"06_transfer": "progress bar from the measuring layer, with the next regeneration of its sweep"}
-
-
 @pytest.mark.parametrize("page_path", toc_pages())
 def test_page_reads_offline(browser, built_book: Path, page_path: str) -> None:
     path = built_book / page_path
@@ -136,8 +131,7 @@ def test_page_reads_offline(browser, built_book: Path, page_path: str) -> None:
     assert not errors, f"{page_path}: console errors {errors[:5]}"
 
     blocks = page.locator("main .output.stderr, main .output.traceback").count()
-    if Path(page_path).stem not in STDERR_PENDING:
-        assert blocks == 0, f"{page_path} shows the reader {blocks} stderr or traceback block(s)"
+    assert blocks == 0, f"{page_path} shows the reader {blocks} stderr or traceback block(s)"
 
     main = page.locator("main")
     text = main.inner_text()

@@ -209,6 +209,7 @@ class RelationRunConfig(NetworkRunConfig):
     task: str = "copy"  # type: ignore[assignment]
     train_scale: int = 8
 
+    network: ClassVar[type[Transformer]] = RelationTransformer  # tables at zero
     init_stream: ClassVar[str] = "relation-network-init"
     data_stream: ClassVar[str] = "relation-network-data"
 
@@ -218,10 +219,6 @@ class RelationRunConfig(NetworkRunConfig):
         if self.train_length > self.model.max_length:
             raise ValueError(f"max_length {self.model.max_length} is shorter than a training sequence "
                              f"({self.train_length} tokens)")
-
-    def build_model(self) -> RelationTransformer:
-        """The freshly initialized relation network of this run (tables at zero)."""
-        return RelationTransformer(self.model, generator(self.seed, self.init_stream))
 
     def sample_batch(self, gen: torch.Generator) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
         """Scales ``1 .. train_scale``; the inputs are ``(tokens, ids, scales)``."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 from torch import nn
@@ -329,6 +329,8 @@ class NetworkRunConfig(RunConfig):
     lr: float = 3e-3
     warmup_fraction: float = 0.1
 
+    network: ClassVar[type[Transformer]] = Transformer  # what build_model makes (the relation network subclasses it)
+
     @property
     def vocab(self) -> int:
         return self.model.vocab
@@ -338,4 +340,5 @@ class NetworkRunConfig(RunConfig):
         return f"eval-{self.task}"
 
     def build_model(self) -> Transformer:
-        return Transformer(self.model, generator(self.seed, self.init_stream))
+        """The freshly initialized network of this run."""
+        return self.network(self.model, generator(self.seed, self.init_stream))

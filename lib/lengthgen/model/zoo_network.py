@@ -40,9 +40,6 @@ class ZooNetworkRunConfig(NetworkRunConfig):
         if self.train_length != sequence_length(self.task, self.train_size, self.offset):
             object.__setattr__(self, "train_length", sequence_length(self.task, self.train_size, self.offset))
 
-    def build_model(self) -> Transformer:
-        return Transformer(self.model, generator(self.seed, self.init_stream))
-
     def sample_batch(self, gen: torch.Generator) -> tuple[torch.Tensor | tuple[torch.Tensor, ...], torch.Tensor]:
         """Sizes ``1 .. train_size``; for ``randomized`` the inputs are ``(tokens, positions)``."""
         tokens, targets = training_batch(self.task, self.batch, self.train_size, self.vocab, self.offset, gen)
