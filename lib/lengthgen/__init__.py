@@ -33,8 +33,8 @@ measures), never the claims or the book machinery (what judges and renders).
     ``carrier``      the carrier (one cosine per plane, in phase at the target) and how close a kernel is to it
     ``network_probes`` what chapters 6 and 13 read off a trained network's attention: target mass per head,
                      content-averaged kernels, mean query and key on training-length sequences
-    ``held_out``     the reader of a chapter's committed sweep of held-out runs (chapters 6, 10, 13)
-    ``network_zoo``  chapter 11's registered verdicts, the per-cell tables and its committed-sweep reader (6, 11)
+    ``held_out``     the one reader of committed sweeps, ``committed_runs`` (chapters 6, 10, 11, 12, 13)
+    ``network_zoo``  chapter 11's registered verdicts, the per-cell tables and the study of its committed runs (6, 11)
     ``lrc``          Linear Representation Complexity verdicts by linear algebra alone (chapters 8, 9)
     ``stats``        binomial intervals, seed summaries, prediction agreement
 
