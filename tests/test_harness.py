@@ -90,7 +90,7 @@ def test_claims_data_is_complete_and_consistent():
             assert (claim.role == "reported") == (not claim.comparison), (chapter, claim.name)
             if claim.comparison:
                 assert claim.threshold_for(p) == claim.threshold_for(p)  # a number, not NaN
-            judged_whole = "chapter.judge(values)" in notebooks[chapter]  # judge() refuses a registered claim missing
+            judged_whole = "chapter.judge(" in notebooks[chapter]  # judge() refuses a registered claim missing
             used = judged_whole or f'"{claim.name}"' in notebooks[chapter] or "fix_margin_" in claim.name
             assert used, f"{chapter}: registered claim {claim.name} is never checked or reported by the notebook"
     assert find("01_equivariance", "toeplitz_f32").threshold_text == "10 L eps_32"

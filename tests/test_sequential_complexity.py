@@ -294,7 +294,7 @@ def test_what_chapter_12_says_in_words_about_its_committed_sweep_holds_on_it():
     even, spread = 0, []
     for row in lbpe.itertuples():
         top = mass[(row.task, row.seed)].nlargest(2)
-        reads = sc_verdicts.invariant_reads(row.task, "lbpe", runs.train_scale, runs.scale_factor)
+        reads = sc_verdicts.invariant_reads(row.task, "lbpe", runs.setting("train_scale"), runs.setting("scale_factor"))
         hint_relation = next(name for name in top.index if name != "coupled")
         assert "coupled" in top.index and hint_relation.startswith("hint_") and hint_relation in reads
         even += abs(top.iloc[0] - top.iloc[1]) / top.sum() <= 0.1
@@ -305,7 +305,7 @@ def test_what_chapter_12_says_in_words_about_its_committed_sweep_holds_on_it():
             spread.append(outside / total)
     assert len(lbpe) > 0 and even > len(lbpe) / 2 and max(spread) > 0.5
     assert (lbpe.measured != "generalizes").sum() == 1
-    values = sc_verdicts.claim_values(v.iloc[:0], v, runs.train_scale, runs.scale_factor)
+    values = sc_verdicts.claim_values(v.iloc[:0], v, runs.setting("train_scale"), runs.setting("scale_factor"))
     assert values["held_out_lbpe_selects_needed"] < sc_registered.REGISTERED_LBPE_SHARE
     # addition: coupled ids learn it in every run and carry it past N; the hint and LBPE in some runs only
     assert (cell.loc[("addition", "coupled"), "measured"] == "generalizes").all()
