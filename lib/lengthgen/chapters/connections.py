@@ -133,15 +133,14 @@ POLA_SETTINGS: dict[str, float] = dict(train_scale=8, scale_factor=8, shift=2, p
 
 def rasp_l_table() -> pd.DataFrame:
     """Per task: the RASP-L study's finding beside the tabular relations under which position-only attention
-    generalizes (LRC's verdict, exact for tabular relations), and the transformer measurement still to come."""
+    generalizes (LRC's verdict, exact for tabular relations); chapter 12 sets the transformer's runs beside both."""
     verdicts = lrc_verdicts(**POLA_SETTINGS)
     tabular = verdicts[verdicts.relation != "rope"]  # LRC is not sufficient for the rotary span (chapter 8)
     generalize = tabular[tabular.verdict == "generalizes"].groupby("task").relation.agg(
         lambda r: ", ".join(x.upper() for x in r))
     return pd.DataFrame({"RASP-L study (Zhou et al.), closest task": pd.Series(RASP_L_STUDY),
                          "POLA: tabular relations that generalize (LRC, exact there; chapter 8)":
-                             generalize.reindex(list(RASP_L_STUDY)).fillna("none"),
-                         "transformer measurement": "pending issue 12"})
+                             generalize.reindex(list(RASP_L_STUDY)).fillna("none")})
 
 
 def claim_values(study: RnnStudy, p: Parameters) -> dict[str, object]:
