@@ -26,6 +26,7 @@ from lengthgen.book.sweep import (
     rekey,
     results_table,
     sealed,
+    store,
     stored_records,
 )
 from lengthgen.chapters import robustness
@@ -244,6 +245,24 @@ def test_rekey_carries_runs_to_their_new_keys_marked_and_sealed(tmp_path, monkey
     assert canonical(pd.read_csv(folder / "results.csv")).equals(canonical(old_table))
     assert rekey(folder / "spec.yaml", "abc1234") == {}  # once: a second pass moves nothing
     assert (folder / MANIFEST).exists()
+
+
+def test_rekey_gives_a_run_a_parameter_added_since_at_its_default_and_says_so(tmp_path, monkeypatch):
+    """A parameter added to a chapter after its runs were made (chapter 6's ``backend``, whose default is the code
+    path the runs took) enters each moved record's parameters at that value, listed in ``rekeyed_from``."""
+    folder = copy_sweep(tmp_path, "transfer")
+    for path in sorted((folder / "runs").glob("*.json")):  # the records as they were before the parameter existed
+        record = json.loads(path.read_text())
+        record["parameters"].pop("backend", None)
+        store(folder, path.stem, record)
+    monkeypatch.setattr(fingerprint, "measurement_fingerprint", lambda chapter, root=None: "moved code")
+    moved = rekey(folder / "spec.yaml", "abc1234")
+    assert moved
+    for after in moved.values():
+        record = json.loads((folder / "runs" / f"{after}.json").read_text())
+        assert record["parameters"]["backend"] == "eager"
+        assert record["rekeyed_from"][-1] == dict(key=record["rekeyed_from"][-1]["key"], verified_by="abc1234",
+                                                  added_parameters={"backend": "eager"})
 
 
 def test_a_missing_run_stops_its_reader_naming_the_run_and_its_settings(tmp_path):

@@ -21,7 +21,7 @@ from lengthgen.model.training import train
 
 GOOD = dict(seeds=1, seed_start=900, workers=1, device="cpu", tasks=("reversal",), schemes=("rpe",), train_scale=8,
             scale_factor=4, vocab=40, dim=64, layers=2, heads=4, steps=10, batch=8, lr=3e-3, eval_batch=8,
-            table_scale=10.0, table_l1=0.01, committed_sweep="")
+            table_scale=10.0, table_l1=0.01, committed_sweep="", backend="eager")
 
 
 def test_parameters_validate_before_work():

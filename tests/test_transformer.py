@@ -126,7 +126,7 @@ def test_transfer_measurements_on_a_tiny_network():
     params = Parameters.from_values(dict(
         seeds=1, vocab=8, dim=16, layers=2, heads=2, offsets=[2], train_length=12, steps=20, batch=8, lr=3e-3,
         length_factor=4, eval_batch=8, kernel_batch=2, retrieval_mass=0.0, null_draws=100, compare_heads=1,
-        fixed_turns=1.0, mask_batch=16, committed_sweep="", workers=1, device="cpu", seed_start=0))
+        fixed_turns=1.0, mask_batch=16, committed_sweep="", workers=1, device="cpu", backend="eager", seed_start=0))
     cfg = NetworkRunConfig(model=TransformerConfig(vocab=8, dim=16, heads=2, max_length=48), train_length=12,
                            offset=2, steps=20, batch=8)
     run = train(cfg)

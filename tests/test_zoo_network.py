@@ -129,7 +129,7 @@ def test_parameters_validate_before_work():
     p = zoo_networks.Parameters
     good = dict(seeds=1, seed_start=700, workers=1, device="cpu", encodings=("rope",), tasks=("copy",), train_size=10,
                 size_factor=4, offset=3, vocab=64, dim=64, layers=2, heads=4, steps=10, batch=8, lr=3e-3, eval_batch=8,
-                rope_base=10_000.0, rotary_fraction=0.25, random_span=256, committed_sweep="")
+                rope_base=10_000.0, rotary_fraction=0.25, random_span=256, committed_sweep="", backend="eager")
     p(**good).check()
     with pytest.raises(ParameterError, match="vocab"):
         p(**{**good, "vocab": 30}).check()

@@ -481,8 +481,10 @@ def rekey(spec_path: Path, verified_by: str) -> dict[str, str]:
 
     Only for a change of code that measures the same numbers, verified first on one machine by rerunning runs before
     and after the change and comparing every value exactly (the README's maintainer section). Each moved record keeps
-    the key it had and what verified the move in ``rekeyed_from``; a record already under its current key is sealed as
-    it is. Records of settings the spec no longer lists are left alone (``--prune`` removes them).
+    the key it had and what verified the move in ``rekeyed_from``; a parameter added to the chapter since the run was
+    made (whose default reproduces the old code path) enters its parameters at the value the verified code runs, and
+    ``rekeyed_from`` lists it. A record already under its current key is sealed as it is. Records of settings the spec
+    no longer lists are left alone (``--prune`` removes them).
     """
     if not verified_by.strip():
         raise ParameterError("--rekey needs what verified the change (a commit), e.g. --rekey 1a2b3c4")
@@ -504,7 +506,11 @@ def rekey(spec_path: Path, verified_by: str) -> dict[str, str]:
         if run is None or (run.key == path.stem and path.stem in manifest):
             continue
         if run.key != path.stem:
-            record["rekeyed_from"] = [*record.get("rekeyed_from", []), dict(key=path.stem, verified_by=verified_by)]
+            full = plain(checked_parameters(run.chapter, run.overrides).as_dict())
+            added = {name: value for name, value in full.items() if name not in record["parameters"]}
+            move = dict(key=path.stem, verified_by=verified_by, **({"added_parameters": added} if added else {}))
+            record["rekeyed_from"] = [*record.get("rekeyed_from", []), move]
+            record["parameters"] = {**record["parameters"], **added}  # a parameter added since: at the verified value
             record["key"] = run.key
             moved[path.stem] = run.key
         store(folder, run.key, record)

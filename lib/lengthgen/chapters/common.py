@@ -14,7 +14,7 @@ from typing import Any
 from ..book.parallel import map_runs
 from ..book.parameters import ChapterParameters, ParameterError, parameter
 from ..model.heads import HeadRunConfig
-from ..model.training import RunConfig, TrainedRun, stack_key, train_together
+from ..model.training import BACKENDS, RunConfig, TrainedRun, stack_key, train_together
 
 GB = 1024**3
 
@@ -79,6 +79,9 @@ class Network(ChapterParameters):
     dim: int = parameter("model width d", 8, 1024)
     layers: int = parameter("decoder blocks", 1, 24)
     heads: int = parameter("attention heads per block", 1, 64)
+    backend: str = parameter("how the trainer computes a step: 'eager', or 'compiled' (torch.compile, cached on disk in "
+                             ".cache/; it changes rounding, and falls back to eager where it cannot compile)",
+                             choices=BACKENDS)
 
 
 @dataclass(frozen=True)

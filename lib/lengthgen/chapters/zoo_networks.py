@@ -129,7 +129,8 @@ def run_configs(p: Parameters) -> list[ZooNetworkRunConfig]:
                                random_span=p.random_span,
                                fire_threshold=float(sequence_length(task, p.train_size, p.offset)))
             configs += [ZooNetworkRunConfig(model=model, task=task, train_size=p.train_size, offset=p.offset,
-                                            steps=p.steps, batch=p.batch, lr=p.lr, seed=s, device=p.device)
+                                            steps=p.steps, batch=p.batch, lr=p.lr, seed=s, device=p.device,
+                                            backend=p.backend)
                         for s in p.seed_list]
     return configs
 

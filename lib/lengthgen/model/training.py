@@ -11,16 +11,23 @@ model, which builds it:
 * :class:`lengthgen.model.transformer.NetworkRunConfig`: the small transformer.
 
 :func:`train_together` runs the loop for all of them, several seeds at once as one stacked
-model: sample a batch of the task per replica, ``model.loss`` of the model's output, Adam or
-plain SGD, an optional linear warm-up of the learning rate. :func:`train` is one replica.
+model (a :class:`Stack`): sample a batch of the task per replica, ``model.loss`` of the model's
+output, Adam or plain SGD, an optional linear warm-up of the learning rate. :func:`train` is one
+replica. ``RunConfig.backend`` says how a step computes: ``eager`` (the default) or ``compiled``
+(``torch.compile``, cached on disk; it changes rounding, so a compiled run is not bitwise the
+eager one, and it falls back to eager where compilation fails).
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import os
+import shutil
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar, Literal
 
 import torch
@@ -33,6 +40,11 @@ from .seeding import generator, resolve_device
 from .tasks import Task, task_batch
 
 Optimizer = Literal["adam", "sgd"]
+Backend = Literal["eager", "compiled"]
+BACKENDS: tuple[str, ...] = ("eager", "compiled")
+COMPILE_CACHE = Path(__file__).resolve().parents[3] / ".cache" / "compiled"  # the repository's, shared by workers
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(COMPILE_CACHE))  # before torch._dynamo reads it (at its import)
+log = logging.getLogger("lengthgen")
 
 
 @dataclass(frozen=True)
@@ -49,6 +61,7 @@ class RunConfig(Config):
     optimizer: Optimizer = "adam"
     warmup_fraction: float = 0.0  # linear learning-rate warm-up over this share of the steps (0: none)
     device: str = "cpu"  # "cpu", "cuda", "cuda:N" or "auto"
+    backend: Backend = "eager"  # "compiled": the stacked loss through torch.compile (cached on disk), else eager
 
     init_stream: ClassVar[str] = "init"  # random stream of the initialization
     data_stream: ClassVar[str] = "train-data"  # random stream of the training batches
@@ -82,6 +95,7 @@ class TrainedRun:
     losses: list[float]
     initial_state: dict[str, torch.Tensor]
     snapshots: dict[int, dict[str, torch.Tensor]] = field(default_factory=dict)
+    backend: str = "eager"  # the backend that trained it: "eager" where compilation failed and the loop fell back
 
 
 def make_optimizer(cfg: RunConfig, parameters: list[nn.Parameter]) -> torch.optim.Optimizer:
@@ -91,6 +105,48 @@ def make_optimizer(cfg: RunConfig, parameters: list[nn.Parameter]) -> torch.opti
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(parameters, lr=cfg.lr)
     raise ValueError(f"optimizer must be 'adam' or 'sgd', got {cfg.optimizer!r}")
+
+
+class CompiledLoss:
+    """A stacked loss through ``torch.compile`` whose first call falls back to the eager loss if compilation fails.
+
+    Compiled code is cached in :data:`COMPILE_CACHE` (or ``$TORCHINDUCTOR_CACHE_DIR``), shared by worker
+    processes, so an architecture compiles once per machine. A failure on a cache that was already there is
+    taken for a corrupt cache: the folder is wiped and the compilation tried once more; a second failure (no
+    C++ compiler, an unsupported platform) logs one line and trains eagerly. :attr:`backend` says which ran.
+    """
+
+    def __init__(self, loss: Callable[..., torch.Tensor]) -> None:
+        self.eager = loss
+        self.call: Callable[..., torch.Tensor] | None = None
+        self.backend = "compiled"
+
+    def __call__(self, *args: object) -> torch.Tensor:
+        if self.call is not None:
+            return self.call(*args)
+        folder = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+        warm = folder.is_dir() and any(folder.iterdir())
+        try:
+            return self._compile(args)
+        except Exception as err:  # noqa: BLE001 -- any failure of the compiler falls back, never a crash
+            failure = err
+        if warm:  # a cache that breaks compilation is rebuilt, not trusted
+            shutil.rmtree(folder, ignore_errors=True)
+            torch._dynamo.reset()
+            try:
+                return self._compile(args)
+            except Exception as err:  # noqa: BLE001
+                failure = err
+        reason = str(failure).splitlines()[0] if str(failure) else ""
+        log.warning("torch.compile failed (%s: %s); training with the eager backend", type(failure).__name__, reason)
+        self.call, self.backend = self.eager, "eager"
+        return self.eager(*args)
+
+    def _compile(self, args: tuple[object, ...]) -> torch.Tensor:
+        compiled = torch.compile(self.eager, dynamic=False)
+        out = compiled(*args)
+        self.call = compiled
+        return out
 
 
 def stack_key(cfg: RunConfig) -> RunConfig:
@@ -104,66 +160,90 @@ def train(cfg: RunConfig, progress: bool = False, snapshots: Sequence[int] = ())
 
 
 def train_together(configs: Sequence[RunConfig], progress: bool = False, snapshots: Sequence[int] = ()) -> list[TrainedRun]:
-    """Train runs that differ only in their seed as one stacked model, and return each as its own trained model.
+    """Train runs that differ only in their seed as one :class:`Stack`, ``steps`` steps, and return each run."""
+    stack = Stack(configs, snapshots)
+    desc = f"{type(stack.cfg).__name__} x{len(stack.configs)}"
+    for _ in tqdm(range(stack.cfg.steps), disable=not progress, desc=desc, leave=False):
+        stack.step()
+    return stack.runs()
+
+
+class Stack:
+    """Runs that differ only in their seed, trained as one stacked model: each step trains every replica.
 
     Every replica keeps its own initialization, its own data stream and its own loss; their
-    parameters are stacked along a leading axis and one step of the loop runs all of them
-    through ``torch.func.vmap`` (so small matrix products become batched ones). The loss
-    minimized is the sum of the replicas' losses, whose gradient with respect to a replica's
-    parameters is that replica's own gradient; Adam and SGD act elementwise. Each step draws a
-    batch from every replica's data stream, computes ``model.loss(model(inputs), targets)`` and
-    takes one optimizer step; with ``warmup_fraction > 0`` the learning rate rises linearly over
-    the first ``floor(steps * warmup_fraction)`` steps. After each step listed in ``snapshots`` every
+    parameters are stacked along a leading axis and a step runs all of them through
+    ``torch.func.vmap`` (so small matrix products become batched ones), eagerly or, with
+    ``backend="compiled"``, through ``torch.compile`` (:class:`CompiledLoss`). The loss minimized is
+    the sum of the replicas' losses, whose gradient with respect to a replica's parameters is that
+    replica's own gradient; Adam and SGD act elementwise. Each step draws a batch from every
+    replica's data stream, computes ``model.loss(model(inputs), targets)`` and takes one optimizer
+    step; with ``warmup_fraction > 0`` the learning rate rises linearly over the first
+    ``floor(steps * warmup_fraction)`` steps. After each step listed in ``snapshots`` every
     replica's parameters are copied into its run's ``snapshots``.
     """
-    configs = list(configs)
-    keys = {stack_key(cfg) for cfg in configs}
-    if len(keys) != 1:
-        raise ValueError("runs trained together must differ only in their seed")
-    cfg = configs[0]
-    device = resolve_device(cfg.device)
-    models = [c.build_model().to(device) for c in configs]
-    initial = [{name: p.detach().clone() for name, p in model.named_parameters()} for model in models]
-    params, buffers = stack_module_state(models)
-    template = models[0]
 
-    def replica_loss(p: dict, b: dict, inputs: tuple[torch.Tensor, ...], targets: torch.Tensor) -> torch.Tensor:
-        return template.loss(functional_call(template, (p, b), inputs), targets)
+    def __init__(self, configs: Sequence[RunConfig], snapshots: Sequence[int] = ()) -> None:
+        self.configs = list(configs)
+        if len({stack_key(c) for c in self.configs}) != 1:
+            raise ValueError("runs trained together must differ only in their seed")
+        self.cfg = cfg = self.configs[0]
+        if cfg.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {cfg.backend!r}")
+        self.device = resolve_device(cfg.device)
+        self.models = [c.build_model().to(self.device) for c in self.configs]
+        self.initial = [{name: p.detach().clone() for name, p in m.named_parameters()} for m in self.models]
+        self.params, self.buffers = stack_module_state(self.models)
+        template = self.models[0]
 
-    batched_loss = vmap(replica_loss)  # functorch has no batching rule for CPU flash attention: it loops, correctly
-    gens = [generator(c.seed, c.data_stream) for c in configs]
-    opt = make_optimizer(cfg, list(params.values()))
-    schedule = None
-    if cfg.warmup_fraction > 0:
-        warmup = max(1, math.floor(cfg.steps * cfg.warmup_fraction))
-        schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / warmup))
-    losses: torch.Tensor | None = None  # filled on the device, in the loss's dtype: no host sync per step
-    kept: dict[int, dict[str, torch.Tensor]] = {}
-    desc = f"{type(cfg).__name__} x{len(configs)}"
-    warnings.filterwarnings("ignore", message="There is a performance drop because we have not yet implemented the batching rule")
-    for step in tqdm(range(cfg.steps), disable=not progress, desc=desc, leave=False):
-        batches = [c.sample_batch(g) for c, g in zip(configs, gens, strict=True)]
+        def replica_loss(p: dict, b: dict, inputs: tuple[torch.Tensor, ...], targets: torch.Tensor) -> torch.Tensor:
+            return template.loss(functional_call(template, (p, b), inputs), targets)
+
+        self.loss: Callable[..., torch.Tensor] = vmap(replica_loss)  # CPU flash attention has no batching rule: it loops
+        if cfg.backend == "compiled":
+            self.loss = CompiledLoss(self.loss)
+        self.gens = [generator(c.seed, c.data_stream) for c in self.configs]
+        self.opt = make_optimizer(cfg, list(self.params.values()))
+        self.schedule = None
+        if cfg.warmup_fraction > 0:
+            warmup = max(1, math.floor(cfg.steps * cfg.warmup_fraction))
+            self.schedule = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda step: min(1.0, (step + 1) / warmup))
+        self.snapshots = set(snapshots)
+        self.losses: list[torch.Tensor] = []  # on the device, in the loss's dtype: no host sync per step
+        self.kept: dict[int, dict[str, torch.Tensor]] = {}
+        warnings.filterwarnings("ignore", message="There is a performance drop because we have not yet implemented the "
+                                "batching rule")
+
+    @property
+    def backend(self) -> str:
+        """The backend that trains: ``"eager"`` where compilation failed and the stack fell back."""
+        return self.loss.backend if isinstance(self.loss, CompiledLoss) else "eager"
+
+    def step(self) -> None:
+        """One optimizer step of every replica on a fresh batch from its own data stream."""
+        batches = [c.sample_batch(g) for c, g in zip(self.configs, self.gens, strict=True)]
         parts = [b[0] if isinstance(b[0], tuple) else (b[0],) for b in batches]
-        inputs = tuple(torch.stack(column).to(device) for column in zip(*parts, strict=True))
-        targets = torch.stack([b[1] for b in batches]).to(device)
-        loss = batched_loss(params, buffers, inputs, targets)  # (replicas,)
-        opt.zero_grad(set_to_none=False)
+        inputs = tuple(torch.stack(column).to(self.device) for column in zip(*parts, strict=True))
+        targets = torch.stack([b[1] for b in batches]).to(self.device)
+        loss = self.loss(self.params, self.buffers, inputs, targets)  # (replicas,)
+        self.opt.zero_grad(set_to_none=False)
         loss.sum().backward()
-        opt.step()
-        if schedule is not None:
-            schedule.step()
-        if losses is None:
-            losses = torch.empty(cfg.steps, len(configs), dtype=loss.dtype, device=device)
-        losses[step] = loss.detach()  # a copy: keeping ``loss`` itself would keep its whole storage alive
-        if step + 1 in snapshots:
-            kept[step + 1] = {name: p.detach().cpu().clone() for name, p in params.items()}
-    runs = []
-    with torch.no_grad():
-        for i, (c, model) in enumerate(zip(configs, models, strict=True)):
-            for name, p in model.named_parameters():
-                p.copy_(params[name][i])
-            model.eval()
-            curve = [] if losses is None else losses[:, i].tolist()
-            taken = {step: {name: p[i] for name, p in state.items()} for step, state in kept.items()}
-            runs.append(TrainedRun(c, model, curve, initial[i], taken))
-    return runs
+        self.opt.step()
+        if self.schedule is not None:
+            self.schedule.step()
+        self.losses.append(loss.detach())
+        if len(self.losses) in self.snapshots:
+            self.kept[len(self.losses)] = {name: p.detach().cpu().clone() for name, p in self.params.items()}
+
+    def runs(self) -> list[TrainedRun]:
+        """Each replica as its own trained model (in evaluation mode), with its loss curve and snapshots."""
+        curves = torch.stack(self.losses).T.tolist() if self.losses else [[] for _ in self.configs]
+        runs = []
+        with torch.no_grad():
+            for i, (c, model) in enumerate(zip(self.configs, self.models, strict=True)):
+                for name, p in model.named_parameters():
+                    p.copy_(self.params[name][i])
+                model.eval()
+                taken = {step: {name: p[i] for name, p in state.items()} for step, state in self.kept.items()}
+                runs.append(TrainedRun(c, model, curves[i], self.initial[i], taken, self.backend))
+        return runs

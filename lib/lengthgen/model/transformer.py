@@ -119,21 +119,26 @@ class Attention(nn.Module):
         ``sin`` broadcasting to ``(batch, heads, length, planes)``; ``bias``: ``(1 or batch, heads or 1, length,
         length)`` with the causal mask in it (``None``: no bias)."""
         q, k, _ = self.rotated(x, rotation)
+        return self.scores(q, k, bias)
+
+    def scores(self, q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """Scaled query-key products plus ``bias``, or with the causal mask where there is no bias."""
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.cfg.head_dim)
         if bias is not None:
             return scores + bias
-        n = x.shape[1]
-        causal = torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
+        n = q.shape[-2]
+        causal = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
         return scores.masked_fill(~causal, float("-inf"))
 
     def forward(self, x: torch.Tensor, rotation: Rotation | None, bias: torch.Tensor | None) -> torch.Tensor:
-        """Fused causal attention when ``bias`` is ``None``, else the softmax written out over logits plus bias."""
+        """Fused causal attention when ``bias`` is ``None``, else the softmax written out over logits plus bias; under
+        ``torch.compile`` always written out (the compiler fuses it, and batches it over stacked seeds)."""
         b, n, _ = x.shape
         q, k, v = self.rotated(x, rotation)
-        if bias is None:
+        if bias is None and not torch.compiler.is_compiling():
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
-            y = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(self.cfg.head_dim) + bias, dim=-1) @ v
+            y = torch.softmax(self.scores(q, k, bias), dim=-1) @ v
         return self.proj(y.transpose(1, 2).reshape(b, n, self.cfg.dim))
 
 

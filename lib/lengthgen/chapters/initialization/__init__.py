@@ -213,8 +213,8 @@ def _network_job(p: Parameters, heads: int, base_kind: str, base: float, init: s
     model = TransformerConfig(vocab=p.vocab, dim=p.dim, layers=p.layers, heads=heads, max_length=p.longest,
                               encoding="rope", rope_base=base)
     cfg = ScaledInitRunConfig(model=model, task="shift", offset=offset, steps=p.steps, seed=seed,
-                              train_length=p.train_length, batch=p.batch, lr=lr, device=p.device, init_scale=scale,
-                              init_scope=scope)
+                              train_length=p.train_length, batch=p.batch, lr=lr, device=p.device, backend=p.backend,
+                              init_scale=scale, init_scope=scope)
     return cfg, (dict(init=init, head_dim=p.dim // heads, base_kind=base_kind, base=base,
                       init_factor=scale), p)
 

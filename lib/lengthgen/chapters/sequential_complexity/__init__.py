@@ -114,7 +114,7 @@ def scheme_of(cfg: RelationRunConfig) -> str:
 def run_configs(p: Parameters) -> list[RelationRunConfig]:
     """One run per (scheme, task, seed)."""
     return [RelationRunConfig(model=network_config(p, scheme, task), task=task, train_scale=p.train_scale,
-                              steps=p.steps, batch=p.batch, lr=p.lr, seed=seed, device=p.device)
+                              steps=p.steps, batch=p.batch, lr=p.lr, seed=seed, device=p.device, backend=p.backend)
             for scheme in p.schemes for task in p.tasks for seed in p.seed_list]
 
 

@@ -252,7 +252,7 @@ def turning_planes(p: Parameters) -> int:
 def transfer_jobs(p: Parameters) -> list[tuple[NetworkRunConfig, tuple[str, Parameters]]]:
     """Every variant on shift, ``seeds`` each per offset, with their labels. Copy and reversal in this decoder are
     chapter 11's runs (:data:`FULL_SEQUENCE_SWEEP`), which this chapter reads rather than trains again."""
-    shared = dict(train_length=p.train_length, batch=p.batch, lr=p.lr, device=p.device)
+    shared = dict(train_length=p.train_length, batch=p.batch, lr=p.lr, device=p.device, backend=p.backend)
     return [(NetworkRunConfig(model=model, task="shift", offset=k, steps=p.steps, seed=seed, **shared), (label, p))
             for label, model in transfer_variants(p) for k in p.offsets for seed in p.seed_list]
 
