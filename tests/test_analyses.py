@@ -8,10 +8,10 @@ from lengthgen.analysis.kernels import toeplitz_deviation
 from lengthgen.analysis.stats import binomial_interval, consistent_with
 from lengthgen.book.audit import current_defaults
 from lengthgen.chapters.absolute_pinning import CHANCE_CEILING, chance_cells, pinning, table_movement, vanishing_init_key
-from lengthgen.chapters.claims_summary.paper import PAPER_CLAIMS
 from lengthgen.chapters.common import head_run_configs
 from lengthgen.chapters.equivariance import Parameters, renormalization_error
 from lengthgen.claims import claims_of
+from lengthgen.claims.paper import PAPER_CLAIMS
 from lengthgen.model.evaluation import doubling_lengths
 from lengthgen.model.heads import HeadRunConfig
 from lengthgen.model.seeding import generator

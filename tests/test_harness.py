@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import lengthgen.chapters.claims_summary.paper as claims_summary_paper
+import lengthgen.claims.paper as claims_summary_paper
 from lengthgen.book import bookcache, harness
 from lengthgen.book.audit import SUMMARY, audit, current_defaults
 from lengthgen.book.fingerprint import code_cells, code_fingerprint, import_closure, notebook_hash

@@ -332,14 +332,34 @@ def test_check_reports_unexecuted_chapters(tmp_path):
     assert [p.name for p in missing] == [p.name for p in bookcache.toc_notebooks()]
 
 
-def test_intro_table_lists_every_chapter_once_and_types_no_threshold():
-    """The intro's table links every chapter of the book once; thresholds live in the claims data, not there."""
+def test_the_landing_page_opens_with_the_verdicts_and_an_abstract():
+    """A lede of at most 60 words, then the papers' claims with their verdicts (rendered from this build's records),
+    then an abstract of at most 200 words; the prose types no number (verdicts and numbers come from the records)."""
     intro = (BOOK_DIR / "intro.md").read_text()
-    rows = [line for line in intro.splitlines() if line.startswith("| [")]
-    linked = [line.split("](", 1)[1].split(")", 1)[0] for line in rows]
-    assert linked == [f"{name}.ipynb" for name in bookcache.toc_chapters()]
-    for line in rows:
-        assert not re.search(r"\\(ge|le)\b|[≥≤]|10\^\{-|\d+(\.\d+)?\s*%", line), f"a threshold typed in the intro: {line[:80]}"
+    title, rest = intro.split("\n", 1)
+    lede, after = rest.split("```{paper-verdicts}", 1)
+    assert title.startswith("# ") and "##" not in lede and len(lede.split()) <= 60
+    abstract = after.split("## Abstract", 1)[1].split("\n## ", 1)[0]
+    words = re.sub(r"\{cite\}`[^`]*`|\[[^]]*\]\([^)]*\)", "", abstract).split()
+    assert 50 <= len(words) <= 200
+    for text in (lede, abstract):
+        prose = re.sub(r"\{cite\}`[^`]*`|\[[^]]*\]\([^)]*\)", "", text)
+        assert not re.search(r"\d", prose), f"a number typed in the landing page: {prose[:80]}"
+
+
+def test_every_paper_claim_has_a_short_statement_and_a_deciding_number_its_chapter_registers():
+    from lengthgen.claims import claims_of
+    from lengthgen.claims.paper import HEADLINES, PAPER_CLAIMS, verdict_counts
+
+    assert set(HEADLINES) == {claim.key for claim in PAPER_CLAIMS}
+    for claim in PAPER_CLAIMS:
+        headline = HEADLINES[claim.key]
+        assert len(headline.short.split()) <= 15, claim.key
+        assert headline.check in claims_of(claim.chapter), (claim.key, headline.check)
+        record = dict(checks=[dict(name=headline.check, value=0.5)], parameters=dict(seeds=2, offsets=[3, 5]))
+        assert "{" not in headline.text(record) and headline.text({}) == "no record"
+    counts = verdict_counts({})
+    assert counts["not run"] == len(PAPER_CLAIMS) and sum(counts.values()) == len(PAPER_CLAIMS)
 
 
 def test_the_seed_ledger_keeps_held_out_seeds_fresh_and_pages_at_their_defaults():

@@ -281,6 +281,42 @@ class OverviewDirective(SphinxDirective):
         return [table(headers, shown, [24, 16, 20, 18, 22], ["claims-overview"])]
 
 
+class PaperVerdictsDirective(SphinxDirective):
+    """``{paper-verdicts}``: every claim of the two papers, its verdict judged now from this build's records, and the
+    one measured number that decides it, in book order (the landing page)."""
+
+    def run(self) -> list[nodes.Node]:
+        from ..claims.paper import HEADLINES, PAPER_CLAIMS, PART_I, judge, verdict_counts
+        from .bookcache import toc_chapters
+        from .paths import RECORDS_DIR
+        from .records import load_record
+
+        chapters = toc_chapters()
+        records = {}
+        for chapter in chapters:
+            note_claims_dependencies(self.env, chapter)
+            path = RECORDS_DIR / f"{chapter}.json"
+            if path.exists():
+                records[chapter] = load_record(path)
+        order = {chapter: i for i, chapter in enumerate(chapters)}
+        rows = []
+        for claim in sorted(PAPER_CLAIMS, key=lambda c: order.get(c.chapter, len(order))):
+            verdict, _ = judge(claim, records)
+            headline = HEADLINES[claim.key]
+            link = chapter_link(claim.chapter)
+            cell = nodes.paragraph(text=headline.short + " ")
+            cell += link.children
+            rows.append([cell, "I" if claim.paper == PART_I else "II", nodes.strong(text=verdict),
+                         headline.text(records.get(claim.chapter, {}))])
+        counts = verdict_counts(records)
+        summary = nodes.paragraph(text=(
+            f"In this build, of the {len(PAPER_CLAIMS)} claims of the two papers: {counts['reproduces']} reproduce, "
+            f"{counts['partly']} partly, {counts['does not']} not"
+            + (f"; {counts['not run']} have no record" if counts["not run"] else "") + "."))
+        return [summary, table(["claim (and the chapter that tests it)", "paper", "verdict", "the number that decides it"],
+                               rows, [46, 6, 10, 38], ["paper-verdicts"])]
+
+
 def revision_rows(chapters: list[str]) -> list[list[Any]]:
     """Every revision of every chapter's claims, in book order: chapter, claim, what changed and why."""
     from ..claims import register_of
@@ -328,5 +364,6 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("claims", ClaimsDirective)
     app.add_directive("claims-revisions", RevisionsDirective)
     app.add_directive("claims-overview", OverviewDirective)
+    app.add_directive("paper-verdicts", PaperVerdictsDirective)
     app.add_role("verdict", verdict_role)
     return {"parallel_read_safe": False, "parallel_write_safe": True}  # records are written while pages are read

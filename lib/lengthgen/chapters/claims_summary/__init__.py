@@ -1,5 +1,5 @@
 """The claims summary page (``99_claims_summary``): every record of this build, audited
-(:func:`lengthgen.book.audit.audit`), every claim of the paper judged (:mod:`.paper`), and the
+(:func:`lengthgen.book.audit.audit`), every claim of the papers judged (:mod:`lengthgen.claims.paper`), and the
 committed sweeps' wall times. The page asserts that every chapter has a current record and that no
 claim failed.
 """
@@ -83,11 +83,6 @@ def sweep_time_totals(runs: pd.DataFrame) -> pd.DataFrame:
         total_min=grouped.wall_time_s.sum() / 60, elapsed_min=grouped.wall_time_s.sum() / 60 / grouped.workers.first(),
         median_s=grouped.wall_time_s.median(), min_s=grouped.wall_time_s.min(), max_s=grouped.wall_time_s.max(),
     )).reset_index()
-
-
-# -- the paper's claims, judged from the records ----------------------------------------------------------------
-
-
 
 
 def claim_values(found: Audit) -> dict[str, object]:
