@@ -347,6 +347,56 @@ def test_the_landing_page_opens_with_the_verdicts_and_an_abstract():
         assert not re.search(r"\d", prose), f"a number typed in the landing page: {prose[:80]}"
 
 
+def markdown_of(path: Path) -> str:
+    """A page's prose: a Markdown page, or a notebook's Markdown cells."""
+    if path.suffix == ".md":
+        return path.read_text()
+    return "\n\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "markdown")
+
+
+def long_sentences(text: str, most: int = 40) -> list[str]:
+    """Sentences of more than ``most`` words, outside directives, display maths, tables and headings (a glue role, an
+    inline formula or a link counts as one word)."""
+    text = re.sub(r"```.*?```", " ", text, flags=re.S)
+    text = re.sub(r"\$\$.*?\$\$", " M ", text, flags=re.S)
+    text = re.sub(r"\$[^$]*\$", "M", text)
+    text = re.sub(r"\{[a-z:]+\}`[^`]*`", "G", text)
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    text = re.sub(r"^\s*(\|.*|#+ .*)$", " ", text, flags=re.M)
+    found = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z*(\"'])", " ".join(paragraph.split())):
+            if len(sentence.split()) > most:
+                found.append(sentence)
+    return found
+
+
+VERDICT_BOX = "```{admonition} What this chapter finds"
+SHORT_SENTENCED = ("intro.md", "glossary.md", "reading_claim_checks.md", "01_equivariance.ipynb", "02_absolute_pinning.ipynb",
+                   "03_carrier.ipynb", "04_dilution_law.ipynb", "05_linear_control.ipynb", "07_robustness.ipynb",
+                   "08_position_only.ipynb", "09_connections.ipynb", "10_zoo.ipynb", "99_claims_summary.ipynb")
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.stem != "99_claims_summary"], ids=lambda p: p.stem)
+def test_every_chapter_opens_with_its_verdict_in_at_most_60_words(path: Path):
+    """The first thing under a chapter's title is what it found: a verdict box of at most 60 words, verdict first."""
+    first = "".join(json.loads(path.read_text())["cells"][0]["source"])
+    title, rest = first.split("\n", 1)
+    assert title.startswith("# ") and rest.lstrip().startswith(VERDICT_BOX), f"{path.name}: no verdict box under the title"
+    box = rest.split(VERDICT_BOX, 1)[1].split("```", 1)[0].replace(":class: tip", "")
+    box = re.sub(r"\{[a-z:]+\}`[^`]*`", "G", re.sub(r"\$[^$]*\$", "M", box))
+    assert len(box.split()) <= 60, f"{path.name}: verdict box of {len(box.split())} words"
+    assert re.match(r"\s*\*\*(Reproduces|Partly reproduces|Does not reproduce)", box), f"{path.name}: verdict first"
+    assert not long_sentences(box)
+
+
+@pytest.mark.parametrize("name", SHORT_SENTENCED)
+def test_pages_keep_their_sentences_under_40_words(name: str):
+    """Sentences of at most 40 words on the pages rewritten for it (the others follow as they are rewritten)."""
+    found = long_sentences(markdown_of(BOOK_DIR / name))
+    assert not found, f"{name}: {len(found)} sentence(s) over 40 words, first: {found[0][:120]}"
+
+
 def test_every_paper_claim_has_a_short_statement_and_a_deciding_number_its_chapter_registers():
     from lengthgen.claims import claims_of
     from lengthgen.claims.paper import HEADLINES, PAPER_CLAIMS, verdict_counts
