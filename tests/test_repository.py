@@ -431,3 +431,15 @@ def test_the_seed_ledger_keeps_held_out_seeds_fresh_and_pages_at_their_defaults(
         if path.name != "seeds.py":
             for literal in re.findall(r"range\((\d+), (\d+)\)", path.read_text()):
                 assert f"range({literal[0]}, {literal[1]})" not in seeds_module, f"{path.name} copies ledger seeds"
+
+
+def test_the_book_is_citable_at_the_version_it_shows():
+    """CITATION.cff names the version the library carries (every record and the landing page show it)."""
+    import yaml
+
+    from lengthgen import __version__
+
+    citation = yaml.safe_load((REPO_ROOT / "CITATION.cff").read_text())
+    pyproject = (REPO_ROOT / "pyproject.toml").read_text()
+    assert citation["cff-version"] == "1.2.0" and citation["title"] and citation["authors"]
+    assert str(citation["version"]) == __version__ and f'version = "{__version__}"' in pyproject

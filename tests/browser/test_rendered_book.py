@@ -161,3 +161,22 @@ def test_page_reads_offline(browser, built_book: Path, page_path: str) -> None:
         if parts.fragment and target.suffix == ".html":
             assert unquote(parts.fragment) in anchors_of(target, cache), f"{page_path}: link to a missing anchor {href}"
     context.close()
+
+
+def test_the_landing_page_shows_every_verdict_above_the_fold(browser, built_book: Path) -> None:
+    """On a laptop screen (1440 x 900) the lede and the whole verdict table show without scrolling, one verdict per
+    claim of the two papers."""
+    from lengthgen.claims.paper import PAPER_CLAIMS, VERDICTS
+
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(("file:", "data:")) else route.abort())
+    page = context.new_page()
+    page.goto((built_book / f"{bookcache.toc_files(REPO_ROOT)[0]}.html").as_uri(), wait_until="load")
+    table = page.locator("main table.paper-verdicts")
+    assert table.count() == 1, "the landing page has no verdict table"
+    box = table.bounding_box()
+    assert box is not None and box["y"] + box["height"] <= 900, f"the verdict table ends at {box} on a 900-pixel screen"
+    verdicts = page.eval_on_selector_all("main table.paper-verdicts tbody tr td:nth-child(3)",
+                                         "cells => cells.map(c => c.innerText.trim())")
+    assert len(verdicts) == len(PAPER_CLAIMS) and set(verdicts) <= set(VERDICTS), verdicts
+    context.close()

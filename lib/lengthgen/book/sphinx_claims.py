@@ -306,11 +306,15 @@ class PaperVerdictsDirective(SphinxDirective):
             link = chapter_link(claim.chapter)
             cell = nodes.paragraph(text=headline.short + " ")
             cell += link.children
-            rows.append([cell, "I" if claim.paper == PART_I else "II", nodes.strong(text=verdict),
+            mark = nodes.strong(text=verdict, classes=[f"verdict-{verdict.replace(' ', '-')}"])
+            rows.append([cell, "I" if claim.paper == PART_I else "II", mark,
                          headline.text(records.get(claim.chapter, {}))])
         counts = verdict_counts(records)
+        from .. import __version__
+
         summary = nodes.paragraph(text=(
-            f"In this build, of the {len(PAPER_CLAIMS)} claims of the two papers: {counts['reproduces']} reproduce, "
+            f"In this build (version {__version__}), of the {len(PAPER_CLAIMS)} claims of the two papers: "
+            f"{counts['reproduces']} reproduce, "
             f"{counts['partly']} partly, {counts['does not']} not"
             + (f"; {counts['not run']} have no record" if counts["not run"] else "") + "."))
         return [summary, table(["claim (and the chapter that tests it)", "paper", "verdict", "the number that decides it"],
@@ -360,7 +364,14 @@ def verdict_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any, 
     return [nodes.strong(text=row["measured"] if what == "value" else row["verdict"])], []
 
 
+def add_static(app: Sphinx) -> None:
+    """The book's own style sheet (the landing page's verdict table)."""
+    app.config.html_static_path.append(str(Path(__file__).parent / "static"))
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
+    app.connect("builder-inited", add_static)
+    app.add_css_file("lengthgen.css")
     app.add_directive("claims", ClaimsDirective)
     app.add_directive("claims-revisions", RevisionsDirective)
     app.add_directive("claims-overview", OverviewDirective)
