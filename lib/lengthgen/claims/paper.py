@@ -106,8 +106,9 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
     PaperClaim("dilution", PART_I, "Accuracy decays gracefully beyond the training length, as an attention-dilution law "
                "predicts.", "04_dilution_law", ("half_length", "mass_law"),
                (Limit("04_dilution_law", "dilution_half_length", ">", 1,
-                      "the pure dilution law misplaces the half-accuracy length by a median {value:.1f} octaves; the law "
-                      "that holds keeps the slow planes' phases"),), swept=True),
+                      "the paper's (pure) dilution law misplaces the half-accuracy length by a median {value:.1f} octaves; "
+                      "what holds instead is a two-scale law that keeps the slow planes' phases beyond T",
+                      severity="does not"),), swept=True),
     PaperClaim("linear-control", PART_I, "Without softmax normalization, training selects a min-norm interpolant that does "
                "not extrapolate.", "05_linear_control",
                ("sgd_to_pinv", "law_linear", "linear_longest", "softmax_beats_linear", "no_interpolant_extrapolates",
