@@ -286,7 +286,7 @@ class PaperVerdictsDirective(SphinxDirective):
     one measured number that decides it, in book order (the landing page)."""
 
     def run(self) -> list[nodes.Node]:
-        from ..claims.paper import HEADLINES, PAPER_CLAIMS, PART_I, judge, verdict_counts
+        from ..claims.paper import BEYOND, HEADLINES, PAPER_CLAIMS, PART_I, judge, verdict_counts
         from .bookcache import toc_chapters
         from .paths import RECORDS_DIR
         from .records import load_record
@@ -307,14 +307,15 @@ class PaperVerdictsDirective(SphinxDirective):
             cell = nodes.paragraph(text=headline.short + " ")
             cell += link.children
             mark = nodes.strong(text=verdict, classes=[f"verdict-{verdict.replace(' ', '-')}"])
-            rows.append([cell, "I" if claim.paper == PART_I else "II", mark,
+            rows.append([cell, "I" if claim.paper == PART_I else "book" if claim.paper == BEYOND else "II", mark,
                          headline.text(records.get(claim.chapter, {}))])
         counts = verdict_counts(records)
         from .. import __version__
 
+        own = sum(claim.paper == BEYOND for claim in PAPER_CLAIMS)
         summary = nodes.paragraph(text=(
-            f"In this build (version {__version__}), of the {len(PAPER_CLAIMS)} claims of the two papers: "
-            f"{counts['reproduces']} reproduce, "
+            f"In this build (version {__version__}), of {len(PAPER_CLAIMS)} claims ({len(PAPER_CLAIMS) - own} of "
+            f"the papers I and II, {own} the book's own): {counts['reproduces']} reproduce, "
             f"{counts['partly']} partly, {counts['does not']} not"
             + (f"; {counts['not run']} have no record" if counts["not run"] else "") + "."))
         return [summary, table(["claim (and the chapter that tests it)", "paper", "verdict", "the number that decides it"],

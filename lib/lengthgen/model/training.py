@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-import shutil
+import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -43,7 +43,9 @@ Optimizer = Literal["adam", "sgd"]
 Backend = Literal["eager", "compiled"]
 BACKENDS: tuple[str, ...] = ("eager", "compiled")
 COMPILE_CACHE = Path(__file__).resolve().parents[3] / ".cache" / "compiled"  # the repository's, shared by workers
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(COMPILE_CACHE))  # before torch._dynamo reads it (at its import)
+RECOMPILE_LIMIT = 64  # architectures one process may compile (a chapter trains a few dozen at most)
+OWN_CACHE = "TORCHINDUCTOR_CACHE_DIR" not in os.environ  # a folder the user chose is never replaced
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(COMPILE_CACHE))  # before torch writes its default there
 log = logging.getLogger("lengthgen")
 
 
@@ -108,41 +110,57 @@ def make_optimizer(cfg: RunConfig, parameters: list[nn.Parameter]) -> torch.opti
 
 
 class CompiledLoss:
-    """A stacked loss through ``torch.compile`` whose first call falls back to the eager loss if compilation fails.
+    """A stacked loss through ``torch.compile`` that falls back to the eager loss if compilation fails.
 
-    Compiled code is cached in :data:`COMPILE_CACHE` (or ``$TORCHINDUCTOR_CACHE_DIR``), shared by worker
-    processes, so an architecture compiles once per machine. A failure on a cache that was already there is
-    taken for a corrupt cache: the folder is wiped and the compilation tried once more; a second failure (no
-    C++ compiler, an unsupported platform) logs one line and trains eagerly. :attr:`backend` says which ran.
+    Compiled code is cached in :data:`COMPILE_CACHE` (unless ``$TORCHINDUCTOR_CACHE_DIR`` names another folder),
+    shared by worker processes, so an architecture compiles once per machine. A failure on the book's own cache,
+    already filled, is taken for a corrupt cache, which is not trusted: the compilation is tried once more in a
+    fresh folder beside it (nothing is deleted). A second failure, a failure on a folder the user chose, or any
+    failure of the first backward pass (:meth:`fall_back`, called by :class:`Stack`) logs one line and trains
+    eagerly; so does every later compiled stack of the process. :attr:`backend` says which ran.
     """
+
+    failed = False  # a compilation failed in this process: later stacks train eagerly without trying again
 
     def __init__(self, loss: Callable[..., torch.Tensor]) -> None:
         self.eager = loss
-        self.call: Callable[..., torch.Tensor] | None = None
-        self.backend = "compiled"
+        self.call: Callable[..., torch.Tensor] | None = self.eager if CompiledLoss.failed else None
+        self.backend = "eager" if CompiledLoss.failed else "compiled"
+        self.proven = CompiledLoss.failed  # whether a compiled forward and backward pass have run
 
     def __call__(self, *args: object) -> torch.Tensor:
         if self.call is not None:
             return self.call(*args)
-        folder = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+        folder = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR", str(COMPILE_CACHE)))
         warm = folder.is_dir() and any(folder.iterdir())
         try:
             return self._compile(args)
         except Exception as err:  # noqa: BLE001 -- any failure of the compiler falls back, never a crash
             failure = err
-        if warm:  # a cache that breaks compilation is rebuilt, not trusted
-            shutil.rmtree(folder, ignore_errors=True)
+        if warm and OWN_CACHE and folder.resolve() == COMPILE_CACHE.resolve():
+            COMPILE_CACHE.parent.mkdir(parents=True, exist_ok=True)
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="rebuilt-", dir=COMPILE_CACHE.parent)
             torch._dynamo.reset()
             try:
                 return self._compile(args)
             except Exception as err:  # noqa: BLE001
                 failure = err
-        reason = str(failure).splitlines()[0] if str(failure) else ""
-        log.warning("torch.compile failed (%s: %s); training with the eager backend", type(failure).__name__, reason)
-        self.call, self.backend = self.eager, "eager"
+        self.fall_back(failure)
         return self.eager(*args)
 
+    def fall_back(self, failure: BaseException) -> None:
+        """Train eagerly from now on, in this stack and every later one of the process, saying so in one line."""
+        inner = getattr(failure, "inner_exception", None) or failure
+        reason = next((line for line in str(inner).splitlines() if line.strip()), "")
+        log.warning("torch.compile failed (%s: %s); training with the eager backend", type(inner).__name__, reason)
+        CompiledLoss.failed = True
+        self.call, self.backend, self.proven = self.eager, "eager", True
+
     def _compile(self, args: tuple[object, ...]) -> torch.Tensor:
+        # every stack's loss is the same vmap wrapper to dynamo: one compilation per architecture, many per process,
+        # and past the limit a failure (then one line and eager), never a silent eager run
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
+        torch._dynamo.config.fail_on_recompile_limit_hit = True
         compiled = torch.compile(self.eager, dynamic=False)
         out = compiled(*args)
         self.call = compiled
@@ -225,15 +243,36 @@ class Stack:
         parts = [b[0] if isinstance(b[0], tuple) else (b[0],) for b in batches]
         inputs = tuple(torch.stack(column).to(self.device) for column in zip(*parts, strict=True))
         targets = torch.stack([b[1] for b in batches]).to(self.device)
-        loss = self.loss(self.params, self.buffers, inputs, targets)  # (replicas,)
-        self.opt.zero_grad(set_to_none=False)
-        loss.sum().backward()
+        if isinstance(self.loss, CompiledLoss) and not self.loss.proven:
+            loss = self.first_compiled_pass(inputs, targets)
+        else:
+            loss = self.loss(self.params, self.buffers, inputs, targets)  # (replicas,)
+            self.opt.zero_grad(set_to_none=False)
+            loss.sum().backward()
         self.opt.step()
         if self.schedule is not None:
             self.schedule.step()
-        self.losses.append(loss.detach())
+        self.losses.append(loss.detach().clone())  # a copy: never a view keeping a larger buffer alive
         if len(self.losses) in self.snapshots:
             self.kept[len(self.losses)] = {name: p.detach().cpu().clone() for name, p in self.params.items()}
+
+    def first_compiled_pass(self, inputs: tuple[torch.Tensor, ...], targets: torch.Tensor) -> torch.Tensor:
+        """The first compiled forward and backward pass, whose backward compiles lazily: if it fails, the step is
+        redone eagerly (:meth:`CompiledLoss.fall_back`), never a crash."""
+        assert isinstance(self.loss, CompiledLoss)
+        try:
+            loss = self.loss(self.params, self.buffers, inputs, targets)
+            self.opt.zero_grad(set_to_none=False)
+            loss.sum().backward()
+        except Exception as err:  # noqa: BLE001 -- a failure of the compiled backward falls back too
+            if self.loss.backend == "eager":
+                raise  # the eager loss itself failed: a real error, not the compiler's
+            self.loss.fall_back(err)
+            loss = self.loss(self.params, self.buffers, inputs, targets)
+            self.opt.zero_grad(set_to_none=False)
+            loss.sum().backward()
+        self.loss.proven = True
+        return loss
 
     def runs(self) -> list[TrainedRun]:
         """Each replica as its own trained model (in evaluation mode), with its loss curve and snapshots."""

@@ -239,7 +239,8 @@ class Transformer(nn.Module):
         """Token embedding plus the added encoding's rows at ``positions``."""
         x = self.embed(tokens)
         if self.position is not None:
-            self.check_positions(positions)
+            if not torch.compiler.is_compiling():  # a host sync; compiled training steps stay inside the table
+                self.check_positions(positions)
             return x + self.position[positions]
         if self.cfg.encoding == "sinusoidal":
             table = sinusoidal_table(positions.reshape(-1), self.cfg.dim).to(x.dtype) * self.sinusoidal_scale
@@ -278,6 +279,8 @@ class Transformer(nn.Module):
         cached = positions is None
         positions = self.positions(tokens, positions, start)
         x = self.embed_tokens(tokens, positions)
+        if torch.compiler.is_compiling():  # no side effect in compiled code: a cache write would recompile the step
+            return x, self.rotation(positions, x.dtype), self.bias(n, x.dtype, tokens.device)
         key = (start, n, x.dtype, x.device)
         if not cached or key not in self._tables:
             rotation = self.rotation(positions, x.dtype)
