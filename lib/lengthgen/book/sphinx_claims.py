@@ -314,9 +314,8 @@ class PaperVerdictsDirective(SphinxDirective):
 
         own = sum(claim.paper == BEYOND for claim in PAPER_CLAIMS)
         summary = nodes.paragraph(text=(
-            f"In this build (version {__version__}), of {len(PAPER_CLAIMS)} claims ({len(PAPER_CLAIMS) - own} of "
-            f"the papers I and II, {own} the book's own): {counts['reproduces']} reproduce, "
-            f"{counts['partly']} partly, {counts['does not']} not"
+            f"Version {__version__}: {len(PAPER_CLAIMS)} claims ({own} the book's own); in this build "
+            f"{counts['reproduces']} reproduce, {counts['partly']} partly, {counts['does not']} not"
             + (f"; {counts['not run']} have no record" if counts["not run"] else "") + "."))
         return [summary, table(["claim (and the chapter that tests it)", "paper", "verdict", "the number that decides it"],
                                rows, [46, 6, 10, 38], ["paper-verdicts"])]

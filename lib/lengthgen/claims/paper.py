@@ -4,6 +4,7 @@ that decides it (:data:`HEADLINES`, for the landing page), and the dashboard of 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -265,7 +266,7 @@ class Headline:
         checks = checks_of(record)
         if self.check not in checks:
             return "no record"
-        values = {name: check["value"] for name, check in checks.items()}
+        values = defaultdict(lambda: math.nan, {name: check["value"] for name, check in checks.items()})
         return self.label.format(value=values[self.check], c=values,
                                  runs=runs_of(record) if "{runs}" in self.label else None)
 
@@ -290,8 +291,8 @@ HEADLINES: dict[str, Headline] = {
     "transfer-carrier": Headline("The network's retrieval heads learn the carrier too.", "carrier_share_standard",
                                  "{value:.0%} of base-10⁴ retrieval heads beat their efficiency-matched null"),
     "pola-structure": Headline("In position-only linear attention, encodings structure computation but do not expand it.",
-                               "fits_beyond_ape", "true at one length by construction; across lengths {value:.0f} "
-                               "(task, relation) cells fit that APE cannot"),
+                               "fits_beyond_ape", "by construction at one length; across lengths, {value:.0f} cells "
+                               "fit that APE cannot"),
     "pola-lrc": Headline("LRC decides when encodings generalize (our reconstruction: iff it stops growing).",
                          "lrc_blind_scales", "a theorem for tables; for RoPE, {value:.0f} test scales fail while LRC "
                          "stays put"),
@@ -302,14 +303,14 @@ HEADLINES: dict[str, Headline] = {
                              "relative_shift_generalizes", "{value:.0f} learned RoPE and T5 shift runs decay before 2N"),
     "src-conjecture": Headline("Length generalization is possible iff SRC stays invariant across scales (a conjecture).",
                                "held_out_growing_runs", "the 'only if' judged {value:.0f} + "
-                               "{c[held_out_added_growing_runs]:.0f} learned runs (3 needed); "
-                               "{c[held_out_added_growing_fails]:.0f} generalize anyway"),
+                               "{c[held_out_added_growing_runs]:.0f} learned runs "
+                               f"({GROWING_MINIMUM} needed); " "{c[held_out_added_growing_fails]:.0f} generalize anyway"),
     "scale-hint": Headline("Scale Hint makes SRC invariant and enables length generalization.", "rpe_learned",
                            "hint beats plain offsets by {c[held_out_hint_gap]:.2f} at 2N; plain offsets learned "
                            "{value:.0f} runs"),
     "lbpe": Headline("A learned position encoding (LBPE) finds the relation a task needs.",
                      "held_out_lbpe_selects_needed", "one needed relation dominates in {value:.2f} of learned runs "
-                     "(registered bar 0.75)"),
+                     f"(registered bar {REGISTERED_LBPE_SHARE:.2f})"),
     "connections-rnn": Headline("The account extends to RNNs: small inits select the minimal state; large do not.",
                                 "large_init_long_error", "large inits extrapolate too: relative error {value:.1e} at "
                                 "the longest length"),
