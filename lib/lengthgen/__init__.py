@@ -52,7 +52,8 @@ measures), never the claims or the book machinery (what judges and renders).
 
 ``lengthgen.claims`` - the claims data, outside every run's key: the ``Claim`` record and its roles, one
     module per chapter named like its analysis module (``claims.transfer``), each with its ``CLAIMS`` (one line
-    of data a claim), and ``register/``, per chapter the full arguments and every revision
+    of data a claim), ``register/``, per chapter the full arguments and every revision, and ``paper``, the
+    papers' claims with the checks, limits and deciding number behind each verdict
 
 ``lengthgen.book`` - the machinery between the models and the rendered book:
     ``harness``      ``Chapter``: validate, record, assert and time a chapter, in one object
