@@ -38,6 +38,7 @@ PINS = ("requirements.txt", "pyproject.toml")
 BUILD_INPUTS = ("lib/**/*.py", *PINS, "_config.yml", "Makefile", "data/sweeps/**/*")
 NOT_MEASUREMENT = ("lengthgen.book", "lengthgen.claims")  # run, render and judge a measurement; outside run keys
 MEASURING_MACHINERY = ("lengthgen.book.parallel",)  # ...except what sets how runs compute (processes, torch threads)
+PACKAGE_DOOR = Path("lib/lengthgen/__init__.py")  # the module map and the version: nothing a measurement executes
 INJECTED_TAG = "injected-parameters"  # papermill's cell of overrides: a run's parameters, not its code
 
 
@@ -179,6 +180,7 @@ def measurement_fingerprint(chapter: str, root: Path = REPO_ROOT) -> str:
     """SHA-256 of what makes a chapter's measurements: the pins, the model and analysis modules its notebook imports
     (not the book machinery, not the claims) and the data files it reads."""
     modules = import_closure(code_cells(notebook_path(chapter, root)), root / "lib", exclude=NOT_MEASUREMENT)
+    modules = [path for path in modules if path != root / PACKAGE_DOOR]  # a version bump stales no sweep
     return _hash_files(root, [root / p for p in PINS] + modules + _data_files(chapter, root))
 
 

@@ -288,16 +288,9 @@ class PaperVerdictsDirective(SphinxDirective):
     def run(self) -> list[nodes.Node]:
         from ..claims.paper import BEYOND, HEADLINES, PAPER_CLAIMS, PART_I, judge, verdict_counts
         from .bookcache import toc_chapters
-        from .paths import RECORDS_DIR
-        from .records import load_record
 
         chapters = toc_chapters()
-        records = {}
-        for chapter in chapters:
-            note_claims_dependencies(self.env, chapter)
-            path = RECORDS_DIR / f"{chapter}.json"
-            if path.exists():
-                records[chapter] = load_record(path)
+        records = build_records(self.env, chapters)
         order = {chapter: i for i, chapter in enumerate(chapters)}
         rows = []
         for claim in sorted(PAPER_CLAIMS, key=lambda c: order.get(c.chapter, len(order))):
@@ -316,9 +309,84 @@ class PaperVerdictsDirective(SphinxDirective):
         summary = nodes.paragraph(text=(
             f"Version {__version__}: {len(PAPER_CLAIMS)} claims ({own} the book's own); in this build "
             f"{counts['reproduces']} reproduce, {counts['partly']} partly, {counts['does not']} not"
+            + (f", {counts['not testable here']} cannot be tested here" if counts["not testable here"] else "")
             + (f"; {counts['not run']} have no record" if counts["not run"] else "") + "."))
         return [summary, table(["claim (and the chapter that tests it)", "paper", "verdict", "the number that decides it"],
                                rows, [46, 6, 10, 38], ["paper-verdicts"])]
+
+
+def build_records(env: Any, chapters: list[str]) -> dict[str, dict]:
+    """This build's records of the given chapters, judged now against the current claims (a page that reads them is
+    read again when a record, claims module, register or the papers' claims change)."""
+    from .judging import rejudge
+    from .paths import RECORDS_DIR, REPO_ROOT
+    from .records import load_record
+
+    env.note_dependency(str(REPO_ROOT / "lib" / "lengthgen" / "claims" / "paper.py"))
+    records = {}
+    for chapter in chapters:
+        note_claims_dependencies(env, chapter)
+        path = RECORDS_DIR / f"{chapter}.json"
+        if path.exists():
+            records[chapter] = rejudge(load_record(path))
+    return records
+
+
+def emphasized(text: str) -> nodes.paragraph:
+    """A paragraph of plain text in which ``*words*`` are set in italics."""
+    para = nodes.paragraph()
+    for i, part in enumerate(text.split("*")):
+        if part:
+            para += nodes.emphasis(text=part) if i % 2 else nodes.Text(part)
+    return para
+
+
+class VerdictRulesDirective(SphinxDirective):
+    """``{verdict-rules}``: what each verdict means and how the verdicts treat the number of checks behind them."""
+
+    def run(self) -> list[nodes.Node]:
+        from ..claims.paper import verdict_rules
+        from .bookcache import toc_chapters
+
+        return [emphasized(" ".join(verdict_rules(build_records(self.env, toc_chapters()))))]
+
+
+def verdict_cell(entry: dict | None) -> nodes.paragraph:
+    """A verdict in its colour, then the number that decides it ('—' for a claim a version does not have)."""
+    para = nodes.paragraph()
+    if entry is None:
+        para += nodes.Text("—")
+        return para
+    para += nodes.strong(text=entry["verdict"], classes=[f"verdict-{entry['verdict'].replace(' ', '-')}"])
+    para += nodes.Text(f": {entry['number']}")
+    return para
+
+
+class ChangedVerdictsDirective(SphinxDirective):
+    """``{changed-verdicts}``: the verdicts of this build that differ from the previous release's, and claims added,
+    split or removed since."""
+
+    def run(self) -> list[nodes.Node]:
+        from .. import __version__
+        from ..claims.paper import RELEASES_DIR, previous_release, verdict_changes
+        from .bookcache import toc_chapters
+
+        records = build_records(self.env, toc_chapters())
+        for path in RELEASES_DIR.glob("*.json"):
+            self.env.note_dependency(str(path))
+        before = previous_release(__version__)
+        if before is None:
+            return [nodes.paragraph(text=f"Version {__version__} is the first release: no verdict has changed.")]
+        rows = verdict_changes(records, before)
+        moved = sum(1 for r in rows if r["was"] and r["now"] and r["was"]["verdict"] != r["now"]["verdict"])
+        lede = nodes.paragraph(text=(
+            f"Since version {before['version']} (commit {before['commit'][:10]}), {moved} verdict(s) changed and "
+            f"{len(rows)} row(s) of the landing page's table moved, were split, added or removed. Each verdict is judged "
+            "in this build from its records; the previous version's are as it published them."))
+        shown = [[("", r["key"]), r["claim"] + (f" ({r['note']})" if r["note"] else ""), verdict_cell(r["was"]),
+                  verdict_cell(r["now"])] for r in rows]
+        return [lede, table(["claim", "in words", f"version {before['version']}", f"version {__version__} (this build)"],
+                            shown, [14, 30, 28, 28], ["changed-verdicts"])]
 
 
 def revision_rows(chapters: list[str]) -> list[list[Any]]:
@@ -376,5 +444,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("claims-revisions", RevisionsDirective)
     app.add_directive("claims-overview", OverviewDirective)
     app.add_directive("paper-verdicts", PaperVerdictsDirective)
+    app.add_directive("verdict-rules", VerdictRulesDirective)
+    app.add_directive("changed-verdicts", ChangedVerdictsDirective)
     app.add_role("verdict", verdict_role)
     return {"parallel_read_safe": False, "parallel_write_safe": True}  # records are written while pages are read

@@ -212,6 +212,14 @@ def pinning_study(p: Parameters, progress: bool = True) -> PinningStudy:
                         pd.concat([a for a in argmax if len(a)], ignore_index=True))
 
 
+def accuracy_curves(study: PinningStudy) -> list[dict]:
+    """The last query's accuracy against length, per run, of the RoPE head and the default-init APE head: the rows the
+    record keeps for figures drawn from it (the landing page's headline figure)."""
+    acc = study.accuracy
+    heads = (acc.encoding == "RoPE") | ((acc.encoding == "APE") & (acc.table_init_std == DEFAULT_TABLE_INIT_STD))
+    return acc[heads & (acc.metric == "last")][["encoding", "offset", "seed", "length", "accuracy", "n"]].to_dict("records")
+
+
 def claim_values(study: PinningStudy, p: Parameters) -> dict[str, object]:
     """Every claim's value from the study (a per-run claim's: one row per run, with ``value``)."""
     T = p.train_length

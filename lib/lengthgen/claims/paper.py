@@ -3,14 +3,17 @@ that decides it (:data:`HEADLINES`, for the landing page), and the dashboard of 
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
 from ..book.records import COMPARISONS
+from ..chapters.committed import SIGNIFICANCE
 from ..model.programs import has_position_head
 from . import claims_of
 from .connections import EXTRAPOLATION_ERROR
@@ -21,10 +24,14 @@ from .transfer import CARRIER_LEVEL
 HELD_OUT_SHARE = claims_of("12_sequential_complexity")["held_out_hint_generalizes"].threshold
 
 
-VERDICTS = ("reproduces", "partly", "does not", "not run")
+VERDICTS = ("reproduces", "partly", "not testable here", "does not", "not run")
 
 
-VERDICT_COLOURS = {"reproduces": "#c8e6c9", "partly": "#ffe0b2", "does not": "#ffcdd2", "not run": "#e0e0e0"}
+VERDICT_COLOURS = {"reproduces": "#c8e6c9", "partly": "#ffe0b2", "not testable here": "#e1f5fe", "does not": "#ffcdd2",
+                   "not run": "#e0e0e0"}
+
+
+SEVERITIES = {"partly": "partly", "not testable": "not testable here", "does not": "does not"}  # a limit's -> verdict
 
 
 def checks_of(record: dict) -> dict[str, dict]:
@@ -34,21 +41,27 @@ def checks_of(record: dict) -> dict[str, dict]:
 
 @dataclass(frozen=True)
 class Limit:
-    """A measured number that, past a threshold, qualifies a paper claim: it holds only ``partly``, or ``does not``."""
+    """A measured number that, past a threshold, qualifies a paper claim: it holds only ``partly``, the claim is ``not
+    testable`` here (too few runs could be judged), or it ``does not`` hold."""
 
     chapter: str
     name: str  # a reported number (or check) of that chapter's record
     comparison: str  # the limit fires when ``value <comparison> threshold``
     threshold: float | Callable[[dict], float]  # a number, or a function of the chapter's record
     text: str  # what it means, with ``{value}`` and ``{threshold}`` for the numbers
-    severity: str = "partly"
+    severity: str = "partly"  # a key of SEVERITIES
+    value: Callable[[dict], float] | None = None  # the number, when it is computed from the record's checks
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"limit {self.name!r}: severity {self.severity!r} is not one of {sorted(SEVERITIES)}")
 
     def fires(self, records: dict[str, dict]) -> str | None:
         record = records.get(self.chapter, {})
         checks = checks_of(record)
         if self.name not in checks:
             return None
-        value = checks[self.name]["value"]
+        value = self.value(checks) if self.value else checks[self.name]["value"]
         threshold = self.threshold(record) if callable(self.threshold) else self.threshold
         fired = COMPARISONS[self.comparison](value, threshold)
         return self.text.format(value=value, threshold=threshold) if fired else None
@@ -58,6 +71,12 @@ def plain_offset_runs(record: dict) -> int:
     """Runs with plain offsets (rpe) on tasks with a position head on chapter 12's page: what its rpe_learned counts."""
     p = record["parameters"]
     return p["seeds"] * len([t for t in p["tasks"] if has_position_head(t)]) if "rpe" in p["schemes"] else 0
+
+
+def growing_runs(checks: dict[str, dict]) -> float:
+    """Learned held-out runs in cells where SRC grows, on chapter 12's first and added tasks: what the 'only if' judges."""
+    return sum(checks.get(name, {}).get("value", math.nan) for name in ("held_out_growing_runs",
+                                                                         "held_out_added_growing_runs"))
 
 
 def runs_of(record: dict) -> int:
@@ -76,6 +95,7 @@ class PaperClaim:
     checks: tuple[str, ...]  # that chapter's asserted checks the claim rests on
     limits: tuple[Limit, ...] = ()
     swept: bool = False  # qualified by failures of the chapter's checks in the committed sweep
+    replaces: str = ""  # the key of an earlier version's claim this one splits or renames (the changed-verdicts page)
 
 
 PART_I = "arXiv 2607.18759"
@@ -184,28 +204,30 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                 Limit("11_zoo_networks", "registered_cells", ">", 0,
                       "{value:.0f} run(s) that learned their task disagree with the verdict registered for their cell "
                       "before any run (more did not learn within the step budget)"))),
-    PaperClaim("src-conjecture", PART_II, "Length generalization is possible if and only if the Sequential "
-               "Representation Complexity stays invariant across scales (our reconstruction of SRC; tested where "
-               "training learns the task in range).", "12_sequential_complexity",
-               ("held_out_growing_fails", "held_out_interleaved_generalizes", "held_out_judged",
-                "held_out_interleaved_judged", "committed_complete"),
+    PaperClaim("src-if", PART_II, "Where the Sequential Representation Complexity stays invariant across scales, length "
+               "generalization is possible (the conjecture's 'if', in our reconstruction of SRC; tested where training "
+               "learns the task in range).", "12_sequential_complexity",
+               ("held_out_interleaved_generalizes", "held_out_judged", "held_out_interleaved_judged", "committed_complete"),
+               (Limit("12_sequential_complexity", "held_out_invariant_cells_without_lg", ">", 0,
+                      "the 'if' is not shown by training in {value:.0f} cell(s) where SRC is invariant: no run "
+                      "generalizes there (training finds another program than the cheapest, or none in range)"),
+                Limit("12_sequential_complexity", "held_out_disagreements", ">", 0,
+                      "{value:.0f} learned held-out run(s) disagree with the conjecture's verdict for their cell")),
+               replaces="src-conjecture"),
+    PaperClaim("src-only-if", PART_II, "Where the Sequential Representation Complexity grows with the scale, no length "
+               "generalization (the conjecture's 'only if', in our reconstruction; tested where training learns the "
+               "task in range).", "12_sequential_complexity", ("held_out_growing_fails", "committed_complete"),
                (Limit("12_sequential_complexity", "held_out_growing_runs", "<", GROWING_MINIMUM,
-                      "the 'only if' judged {value:.0f} learned run(s) in cells where SRC grows (fewer than "
-                      "{threshold}): the others did not learn in range"),
-                Limit("12_sequential_complexity", "held_out_added_growing_runs", "<", GROWING_MINIMUM,
-                      "on the tasks added later (interleaved parity, addition) the 'only if' judged {value:.0f} learned "
-                      "run(s) in cells where SRC grows (fewer than {threshold}): the others did not learn in range"),
+                      "the 'only if' judged {value:.0f} learned run(s) in cells where SRC grows, first and added tasks "
+                      "together (fewer than {threshold}): networks rarely learn those tasks in range",
+                      severity="not testable", value=growing_runs),
                 Limit("12_sequential_complexity", "held_out_added_growing_fails", ">", 0,
                       "on the tasks added later {value:.0f} learned run(s) generalize where SRC grows (reported: the "
                       "coupled cell's verdict rests on one-layer programs, see the chapter)"),
                 Limit("12_sequential_complexity", "held_out_added_disagreements", ">", 0,
                       "{value:.0f} learned held-out run(s) on the tasks added later disagree with the conjecture's "
-                      "verdict for their cell"),
-                Limit("12_sequential_complexity", "held_out_invariant_cells_without_lg", ">", 0,
-                      "the 'if' is not shown by training in {value:.0f} cell(s) where SRC is invariant: no run "
-                      "generalizes there (training finds another program than the cheapest, or none in range)"),
-                Limit("12_sequential_complexity", "held_out_disagreements", ">", 0,
-                      "{value:.0f} learned held-out run(s) disagree with the conjecture's verdict for their cell"))),
+                      "verdict for their cell")),
+               replaces="src-conjecture"),
     PaperClaim("scale-hint", PART_II, "Scale Hint (relations that know the instance's scale) makes SRC invariant and "
                "enables length generalization where plain relative positions do not.", "12_sequential_complexity",
                ("hint_generalizes", "judged_groups", "held_out_hint_generalizes", "held_out_hint_where_rpe_grows",
@@ -301,10 +323,12 @@ HEADLINES: dict[str, Headline] = {
                               "{value:.0f} revised verdict fails held out"),
     "zoo-networks": Headline("Inside a transformer, relative encodings carry the rule past N; absolute ones collapse.",
                              "relative_shift_generalizes", "{value:.0f} learned RoPE and T5 shift runs decay before 2N"),
-    "src-conjecture": Headline("Length generalization is possible iff SRC stays invariant across scales (a conjecture).",
-                               "held_out_growing_runs", "the 'only if' judged {value:.0f} + "
-                               "{c[held_out_added_growing_runs]:.0f} learned runs "
-                               f"({GROWING_MINIMUM} needed); " "{c[held_out_added_growing_fails]:.0f} generalize anyway"),
+    "src-if": Headline("Where SRC stays invariant across scales, length generalization is possible.",
+                       "held_out_invariant_share", "{value:.0%} of learned runs generalize; in "
+                       "{c[held_out_invariant_cells_without_lg]:.0f} cell no run does"),
+    "src-only-if": Headline("Where SRC grows with the scale, no network generalizes.", "held_out_growing_runs",
+                            "judged {value:.0f} + {c[held_out_added_growing_runs]:.0f} learned runs "
+                            f"({GROWING_MINIMUM} needed); " "{c[held_out_added_growing_fails]:.0f} generalizes anyway"),
     "scale-hint": Headline("Scale Hint makes SRC invariant and enables length generalization.", "rpe_learned",
                            "hint beats plain offsets by {c[held_out_hint_gap]:.2f} at 2N; plain offsets learned "
                            "{value:.0f} runs"),
@@ -347,10 +371,9 @@ def judge(claim: PaperClaim, records: dict[str, dict]) -> tuple[str, str]:
             notes.append("held out: " + ", ".join(f"{r['name']} {r['passed']}/{r['runs']}" for r in some))
         elif holding:
             notes.append(f"and on all held-out runs ({sum(r['runs'] for r in holding)} verdicts)")
-    if any(severity == "does not" for severity, _ in fired):
-        return "does not", "; ".join(text for _, text in fired)
-    if fired:
-        return "partly", "; ".join(text for _, text in fired)
+    for severity in ("does not", "not testable", "partly"):  # the gravest limit that fires decides, all are said
+        if any(fired_severity == severity for fired_severity, _ in fired):
+            return SEVERITIES[severity], "; ".join(text for _, text in fired)
     return "reproduces", "; ".join([f"all {len(claim.checks)} checks pass", *notes])
 
 
@@ -369,3 +392,86 @@ def verdict_counts(records: dict[str, dict]) -> dict[str, int]:
     """How many paper claims get each verdict in this build."""
     verdicts = [judge(claim, records)[0] for claim in PAPER_CLAIMS]
     return {verdict: verdicts.count(verdict) for verdict in VERDICTS}
+
+
+def evidence_checks(records: dict[str, dict]) -> int:
+    """How many evidence checks (role ``evidence`` in this build's records) the paper verdicts rest on."""
+    return len({(claim.chapter, name) for claim in PAPER_CLAIMS for name in claim.checks
+                if checks_of(records.get(claim.chapter, {})).get(name, {}).get("role") == "evidence"})
+
+
+def verdict_rules(records: dict[str, dict]) -> list[str]:
+    """The verdict rules in sentences, with how they treat the number of checks behind them (this build's counts)."""
+    tests = len(records.get("07_robustness", {}).get("details", {}).get("pass_rates", []))
+    return [
+        "*reproduces*: every check behind the claim holds, on held-out seeds too where a committed sweep exists.",
+        "*partly*: the checks hold, but a named, measured limit qualifies the claim.",
+        "*not testable here*: too few runs could be judged, because the networks did not learn the tasks in range.",
+        "*does not*: a check fails, or a measured number contradicts the claim; the reason says what holds instead.",
+        f"Many checks: a claim reproduces only if all of its checks hold, so the {evidence_checks(records)} evidence "
+        "checks behind these verdicts make *reproduces* harder to earn, never easier, and need no correction.",
+        f"The risk they add is a false failure: each of the {tests} held-out rate tests runs at level {SIGNIFICANCE:g}, so "
+        f"the chance that any flags a claim that holds at the tolerated rate is at most {tests * SIGNIFICANCE:.2f} "
+        "(Bonferroni).",
+    ]
+
+
+# -- releases: the verdicts as each version published them, for the page of what changed ---------------------
+
+RELEASES_DIR = Path(__file__).with_name("releases")
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """``"0.10.1"`` -> ``(0, 10, 1)``, so that versions sort as numbers."""
+    return tuple(int(part) for part in version.split("."))
+
+
+def verdict_snapshot(records: dict[str, dict], version: str, commit: str) -> dict:
+    """The verdicts of this build as a release keeps them: per claim, its short statement, verdict and number."""
+    return dict(version=version, commit=commit, claims={
+        claim.key: dict(claim=HEADLINES[claim.key].short, verdict=judge(claim, records)[0],
+                        number=HEADLINES[claim.key].text(records.get(claim.chapter, {}))) for claim in PAPER_CLAIMS})
+
+
+def previous_release(version: str) -> dict | None:
+    """The newest released snapshot older than ``version`` (None before the first release)."""
+    older = [path for path in RELEASES_DIR.glob("*.json") if version_tuple(path.stem) < version_tuple(version)]
+    if not older:
+        return None
+    return json.loads(max(older, key=lambda path: version_tuple(path.stem)).read_text())
+
+
+def verdict_changes(records: dict[str, dict], before: dict) -> list[dict]:
+    """Every claim whose verdict differs from a release's, and every claim added or split since: ``key``, ``claim``,
+    ``was`` and ``now`` (verdict and number; ``was`` names the claim it replaces, if any)."""
+    rows, kept = [], set()
+    for claim in PAPER_CLAIMS:
+        old = before["claims"].get(claim.key) or before["claims"].get(claim.replaces)
+        verdict = judge(claim, records)[0]
+        now = dict(verdict=verdict, number=HEADLINES[claim.key].text(records.get(claim.chapter, {})))
+        kept.update({claim.key, claim.replaces})
+        if old is None:
+            rows.append(dict(key=claim.key, claim=HEADLINES[claim.key].short, was=None, now=now, note="new"))
+        elif claim.key not in before["claims"]:
+            rows.append(dict(key=claim.key, claim=HEADLINES[claim.key].short, was=old, now=now,
+                             note=f"split from: {old['claim']}"))
+        elif old["verdict"] != verdict:
+            rows.append(dict(key=claim.key, claim=HEADLINES[claim.key].short, was=old, now=now, note=""))
+    rows += [dict(key=key, claim=old["claim"], was=old, now=None, note="removed")
+             for key, old in before["claims"].items() if key not in kept]
+    return rows
+
+
+if __name__ == "__main__":  # python -m lengthgen.claims.paper: keep this build's verdicts as the current version's
+    import subprocess
+
+    from .. import __version__
+    from ..book.judging import rejudge
+    from ..book.paths import RECORDS_DIR
+    from ..book.records import load_records
+
+    built = {name: rejudge(record) for name, record in load_records(RECORDS_DIR).items()}
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    target = RELEASES_DIR / f"{__version__}.json"
+    target.write_text(json.dumps(verdict_snapshot(built, __version__, head), indent=1, ensure_ascii=False) + "\n")
+    print(f"wrote {target}")
