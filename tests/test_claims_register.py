@@ -66,7 +66,7 @@ def test_a_register_entry_must_say_why_and_must_not_replace_a_value_by_itself(tm
 def test_registered_text_names_the_role_the_comparison_and_the_threshold():
     equivariance = claims_of("01_equivariance")
     assert registered_text(equivariance["toeplitz_f32"]) == "proof: <= f32_toeplitz"
-    assert registered_text(equivariance["peak_at_k"]).startswith("evidence, per run: ")
+    assert registered_text(equivariance["worst_accuracy"]).startswith("evidence, per run: ")
     assert registered_text(equivariance["hijack_bias"]) == "reported"
 
 
@@ -261,3 +261,15 @@ def test_every_registered_value_changed_since_its_register_was_first_committed_h
         checked += 1
     if not checked:
         pytest.skip("no committed register in this clone's history")
+
+
+def test_inspected_seeds_are_a_list_of_seeds_and_read_back(tmp_path, monkeypatch):
+    """A register may name the seeds looked at before a claim was registered; anything but a list of seeds is a problem."""
+    import lengthgen.claims as claims
+
+    assert claims.inspected_seeds("02_absolute_pinning", "chance_bound") == frozenset(range(100, 110))
+    assert claims.inspected_seeds("02_absolute_pinning", "argmax_in_range") == frozenset()
+    register = claims.register_of("02_absolute_pinning")
+    register["chance_bound"]["inspected_seeds"] = "100-109"
+    monkeypatch.setattr(claims, "register_of", lambda chapter: register)
+    assert any("inspected_seeds must be a list" in p for p in claims.register_problems("02_absolute_pinning"))

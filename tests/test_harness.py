@@ -38,7 +38,7 @@ def test_chapter_deletes_its_record_at_start_and_writes_it_at_finish(tmp_path, q
     assert quiet_glue["thr_missing_runs"] == 0
     for name in ("missing_runs", "error_runs", "seeds_reused", "proof_failures"):
         chapter.check(name, 0)
-    for name in ("sanity_failures", "excess_failures", "evidence_runs_failed"):
+    for name in ("sanity_failures", "excess_failures", "underpowered", "evidence_runs_failed"):
         chapter.report(name, 3)
     record = chapter.finish()
     data = json.loads(old.read_text())
@@ -53,7 +53,7 @@ def test_failed_claim_is_recorded_then_raised(tmp_path):
     chapter.check("missing_runs", 2)
     for name in ("error_runs", "seeds_reused", "proof_failures"):
         chapter.check(name, 0)
-    for name in ("sanity_failures", "excess_failures", "evidence_runs_failed"):
+    for name in ("sanity_failures", "excess_failures", "underpowered", "evidence_runs_failed"):
         chapter.report(name, 0)
     with pytest.raises(AssertionError, match="missing_runs"):
         chapter.finish()
@@ -191,7 +191,9 @@ def test_dashboard_limits_read_thresholds_from_the_record_and_qualify_only_when_
     """Chapter 12's rows: a limit whose threshold is a function of the record (FIRE against LBPE, plain offsets'
     learned runs against the page's seeds) fires only past it, and a missing check never fires."""
     rows = {claim.key: claim for claim in claims_summary_paper.PAPER_CLAIMS}
-    asserted = [dict(name=name, value=0.0, passed=True) for key in ("lbpe", "scale-hint") for name in rows[key].checks]
+    asserted = [dict(name=name, value=0.0, passed=True) for key in ("lbpe", "scale-hint")
+                for name in (*rows[key].checks, *rows[key].guards)]
+    asserted.append(dict(name="held_out_hint_learned_where_rpe_grows", value=9.0, passed=None))  # enough to judge
 
     def reason(key: str, **values: float) -> tuple[str, str]:
         checks = asserted + [dict(name=name, value=value, passed=None) for name, value in values.items()]
@@ -204,7 +206,7 @@ def test_dashboard_limits_read_thresholds_from_the_record_and_qualify_only_when_
     assert reason("lbpe", held_out_lbpe_generalizes=0.5)[1].startswith("only a share of 0.50")
     assert "1 of 3 runs" in reason("scale-hint", rpe_learned=1)[1]  # mode has no position head: 3 runs, not 6
     assert claims_summary_paper.plain_offset_runs(dict(parameters=dict(seeds=3, tasks=["copy"], schemes=["lbpe"]))) == 0
-    assert reason("scale-hint", rpe_learned=3) == ("reproduces", "all 6 checks pass")
+    assert reason("scale-hint", rpe_learned=3) == ("reproduces", "all 4 checks pass")
     assert claims_summary_paper.HELD_OUT_SHARE == claims_of("12_sequential_complexity")[
         "held_out_hint_generalizes"].threshold
 
@@ -241,3 +243,140 @@ def test_sweep_wall_times_mark_stale_runs_and_sum_per_sweep(tmp_path):
     assert (totals.runs, totals.current, totals.workers) == (2, 1, 2)
     assert totals.total_min == pytest.approx(4.0) and totals.elapsed_min == pytest.approx(2.0)
     assert (totals.median_s, totals.max_s) == (120.0, 180.0)
+
+
+def test_too_few_judged_runs_read_not_testable_and_a_failed_law_still_reads_does_not():
+    """SRC's 'only if': with fewer learned runs in growing cells than it needs, the row reads 'not testable here' even
+    though its one check holds (a vacuous pass); with enough runs and none generalizing it reproduces; a failed check
+    outranks every limit."""
+    rows = {claim.key: claim for claim in claims_summary_paper.PAPER_CLAIMS}
+    claim = rows["src-only-if"]
+
+    def judged(fails: float, first: float, added: float, added_fails: float = 0) -> tuple[str, str]:
+        checks = [dict(name="held_out_growing_fails", value=fails, passed=fails == 0),
+                  dict(name="committed_complete", value=0, passed=True),
+                  dict(name="held_out_growing_runs", value=first, passed=None),
+                  dict(name="held_out_added_growing_runs", value=added, passed=None),
+                  dict(name="held_out_added_growing_fails", value=added_fails, passed=None),
+                  dict(name="held_out_added_disagreements", value=added_fails, passed=None)]
+        return claims_summary_paper.judge(claim, {"12_sequential_complexity": dict(checks=checks, parameters={})})
+
+    verdict, reason = judged(0, 0, 1)
+    assert verdict == "not testable here" and "judged 1 learned run(s)" in reason
+    assert judged(0, 2, 1)[0] == "reproduces"  # first and added tasks count together
+    assert judged(0, 2, 1, added_fails=1)[0] == "partly"
+    assert judged(1, 0, 0)[0] == "does not"
+    nothing = [dict(name="held_out_growing_fails", value=0, passed=True), dict(name="committed_complete", value=0,
+                                                                             passed=True)]
+    vacuous = claims_summary_paper.judge(claim, {"12_sequential_complexity": dict(checks=nothing, parameters={})})
+    assert vacuous[0] == "not testable here"  # the counts of judged runs missing: never a pass
+    assert rows["src-if"].replaces == claim.replaces == "src-conjecture"
+    with pytest.raises(ValueError, match="severity"):
+        claims_summary_paper.Limit("x", "y", ">", 0, "text", severity="maybe")
+
+
+def test_the_changed_verdicts_list_moves_splits_additions_and_removals():
+    """Against a release, a claim whose verdict moved, a claim split from a released one, a new claim and a released
+    claim that is gone each give one row; an unchanged verdict gives none."""
+    paper = claims_summary_paper
+    release = dict(version="0.0.1", commit="0" * 40, claims={
+        "equivariance": dict(claim="c", verdict="does not", number="n"),
+        "pinning": dict(claim="c", verdict="not run", number="no record"),
+        "src-conjecture": dict(claim="src", verdict="partly", number="n"),
+        "gone": dict(claim="old", verdict="partly", number="n")})
+    rows = {row["key"]: row for row in paper.verdict_changes({}, release)}
+    assert rows["equivariance"]["was"]["verdict"] == "does not" and rows["equivariance"]["now"]["verdict"] == "not run"
+    assert "pinning" not in rows  # not run then and now: unchanged
+    assert rows["src-if"]["note"].startswith("split from") and rows["src-only-if"]["was"]["claim"] == "src"
+    assert rows["carrier"]["note"] == "new" and rows["gone"]["note"] == "removed" and rows["gone"]["now"] is None
+
+
+def test_a_release_snapshot_precedes_this_version_and_names_only_known_claims():
+    """The changed-verdicts page compares with the newest older release; its claims are today's or ones a claim
+    replaces, and a snapshot of a fake build has one entry per claim."""
+    from lengthgen import __version__
+
+    paper = claims_summary_paper
+    before = paper.previous_release(__version__)
+    assert before is not None and paper.version_tuple(before["version"]) < paper.version_tuple(__version__)
+    known = {c.key for c in paper.PAPER_CLAIMS} | {c.replaces for c in paper.PAPER_CLAIMS}
+    assert set(before["claims"]) <= known and len(before["commit"]) == 40
+    snapshot = paper.verdict_snapshot({}, "9.9.9", "f" * 40)
+    assert set(snapshot["claims"]) == {c.key for c in paper.PAPER_CLAIMS}
+    assert {entry["verdict"] for entry in snapshot["claims"].values()} == {"not run"}
+    assert paper.version_tuple("0.10.1") > paper.version_tuple("0.9.9")
+
+
+def test_the_verdict_rules_count_the_checks_behind_them():
+    """The landing page's rules say how many evidence checks and held-out tests this build's verdicts rest on."""
+    paper = claims_summary_paper
+    claim = paper.PAPER_CLAIMS[0]
+    records = {claim.chapter: dict(checks=[dict(name=name, role="evidence") for name in claim.checks]),
+               "07_robustness": dict(details=dict(pass_rates=[{}] * 7))}
+    rules = " ".join(paper.verdict_rules(records))
+    assert f"Each of the {len(claim.checks)} evidence checks" in rules and "Each of the 7 held-out rate tests" in rules
+    assert f"at most {7 * paper.SIGNIFICANCE:.2f}" in rules
+    assert all(len(sentence.split()) <= 40 for sentence in paper.verdict_rules(records))
+
+
+def test_the_package_door_holds_no_code_so_leaving_it_out_of_run_keys_hides_nothing(tmp_path):
+    """``lengthgen/__init__.py`` (the module map and the version) and ``pyproject.toml``'s version line are outside every
+    run's measurement key, so a version bump stales no sweep; that is safe only while the door holds a docstring and the
+    version and nothing else. A changed pin still changes the key."""
+    import ast
+    import shutil
+
+    from lengthgen.book import fingerprint
+
+    door = REPO_ROOT / fingerprint.PACKAGE_DOOR
+    body = ast.parse(door.read_text()).body
+    assert isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)  # the docstring
+    assert len(body) == 2 and isinstance(body[1], ast.Assign) and body[1].targets[0].id == "__version__"
+    assert door in import_closure(code_cells(BOOK_DIR / "01_equivariance.ipynb"), REPO_ROOT / "lib")  # imported ...
+    root = tmp_path / "repo"
+    shutil.copytree(REPO_ROOT / "lib", root / "lib", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(BOOK_DIR, root / "book", ignore=shutil.ignore_patterns("_build", ".ipynb_checkpoints"))
+    for pin in fingerprint.PINS:
+        shutil.copy(REPO_ROOT / pin, root / pin)
+    before = fingerprint.measurement_fingerprint("01_equivariance", root)
+    version = body[1].value.value
+    for path in (root / fingerprint.PACKAGE_DOOR, root / "pyproject.toml"):  # ... and yet a new version moves no key
+        path.write_text(path.read_text().replace(f'"{version}"', '"99.0.0"'))
+    assert fingerprint.measurement_fingerprint("01_equivariance", root) == before
+    (root / "pyproject.toml").write_text((root / "pyproject.toml").read_text() + "\n# a new pin\n")
+    assert fingerprint.measurement_fingerprint("01_equivariance", root) != before
+
+
+def test_the_headline_figure_draws_rope_and_ape_from_the_records_or_nothing():
+    """The landing page's figure: None without chapter 2's curves or chapter 11's exact match; with both, inline SVG and
+    a caption whose numbers come from the rows."""
+    from lengthgen.book import headline
+
+    assert headline.headline_figure({}) is None
+    head = dict(parameters=dict(train_length=8, vocab=16), details=dict(accuracy=[
+        dict(encoding=e, offset=3, seed=s, length=n, accuracy=a, n=1) for s in (0, 1)
+        for e, curve in (("RoPE", (1.0, 1.0, 0.9)), ("APE", (1.0, 0.1, 0.05))) for n, a in zip((8, 16, 32), curve)]))
+    network = dict(parameters=dict(train_size=10), details=dict(exact_match=[
+        dict(encoding=e, task="shift", seed=s, size=n, exact=a, n=1, token=a) for s in (0, 1)
+        for e, curve in (("rope", (1.0, 0.8, 0.2)), ("ape", (1.0, 0.0, 0.0)), ("nope", (0.3, 0.0, 0.0)))
+        for n, a in zip((10, 15, 20), curve)]))
+    assert headline.headline_figure({headline.HEAD: head}) is None
+    svg, caption = headline.headline_figure({headline.HEAD: head, headline.NETWORK: network})
+    assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
+    assert "0.90 at 4T for RoPE" in caption and "0.10 at 2T for APE" in caption  # APE: the first length past T
+    assert "exact match is 0.00 at 1.5N" in caption and "RoPE's 0.80 at 1.5N and 0.20 at 2N" in caption
+    assert "2 RoPE and 2 APE runs" in caption and "2 RoPE and 2 APE seeds" in caption
+
+
+def test_a_held_out_rate_without_power_qualifies_the_claim():
+    """A claim whose checks hold on held-out runs too few to flag a 30 % failure rate reads 'partly', and says so."""
+    paper = claims_summary_paper
+    claim = next(c for c in paper.PAPER_CLAIMS if c.key == "equivariance")
+    record = dict(checks=[dict(name=name, value=0.0, passed=True) for name in claim.checks])
+
+    def verdict(power: float) -> tuple[str, str]:
+        rates = [dict(chapter=claim.chapter, name="worst_accuracy", holds=True, passed=10, runs=10, power=power)]
+        return paper.judge(claim, {claim.chapter: record, "07_robustness": dict(details=dict(pass_rates=rates))})
+
+    assert verdict(0.35) == ("partly", "too few held-out runs to call worst_accuracy held (10 runs, power 0.35)")
+    assert verdict(0.95)[0] == "reproduces"

@@ -340,6 +340,8 @@ def test_the_landing_page_opens_with_the_verdicts_and_an_abstract():
     lede, after = rest.split("```{paper-verdicts}", 1)
     assert title.startswith("# ") and "##" not in lede and len(lede.split()) <= 60
     abstract = after.split("## Abstract", 1)[1].split("\n## ", 1)[0]
+    assert "```{headline-figure}" in abstract  # the figure closes the abstract
+    abstract = re.sub(r"```.*?```", "", abstract, flags=re.S)
     words = re.sub(r"\{cite\}`[^`]*`|\[[^]]*\]\([^)]*\)", "", abstract).split()
     assert 50 <= len(words) <= 200
     for text in (lede, abstract):
@@ -386,7 +388,8 @@ def test_every_chapter_opens_with_its_verdict_in_at_most_60_words(path: Path):
     box = rest.split(VERDICT_BOX, 1)[1].split("```", 1)[0].replace(":class: tip", "")
     box = re.sub(r"\{[a-z:]+\}`[^`]*`", "G", re.sub(r"\$[^$]*\$", "M", box))
     assert len(box.split()) <= 60, f"{path.name}: verdict box of {len(box.split())} words"
-    assert re.match(r"\s*\*\*(Reproduces|Partly reproduces|Does not reproduce)", box), f"{path.name}: verdict first"
+    assert re.match(r"\s*\*\*(Reproduces|Partly reproduces|Does not reproduce|Not testable here)", box), \
+        f"{path.name}: verdict first"
     assert not long_sentences(box)
 
 
@@ -443,3 +446,21 @@ def test_the_book_is_citable_at_the_version_it_shows():
     pyproject = (REPO_ROOT / "pyproject.toml").read_text()
     assert citation["cff-version"] == "1.2.0" and citation["title"] and citation["authors"]
     assert str(citation["version"]) == __version__ and f'version = "{__version__}"' in pyproject
+
+
+def test_a_check_that_several_chapters_register_has_one_role_everywhere():
+    """One name, one role: a check registered under the same name in two chapters is evidence in both or in neither."""
+    from collections import defaultdict
+
+    from lengthgen.claims import claims_of
+
+    roles: dict[str, dict[str, str]] = defaultdict(dict)
+    for chapter in bookcache.toc_chapters(REPO_ROOT):
+        try:
+            claims = claims_of(chapter)
+        except KeyError:
+            continue
+        for claim in claims.values():
+            roles[claim.name][chapter] = claim.role
+    mixed = {name: where for name, where in roles.items() if len(set(where.values())) > 1}
+    assert not mixed, f"checks with a different role in different chapters: {mixed}"

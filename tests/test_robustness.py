@@ -51,3 +51,27 @@ def test_setting_names_the_grid_values_other_than_the_offset():
     overrides = json.dumps(dict(seeds=4, offsets=[3], dim=32))
     assert setting_of(overrides, {"04_dilution_law": ["dim", "offsets"]}, "04_dilution_law") == "dim=32"
     assert setting_of(overrides, {"01_equivariance": ["offsets"]}, "01_equivariance") == "default"
+
+
+def test_the_failure_test_states_its_power_and_ten_runs_are_too_few():
+    """The test's power to flag a claim failing on 30 % of runs: low at ten runs, high at forty; a "holds" below the
+    bar is counted as underpowered."""
+    from lengthgen.chapters.robustness import MIN_POWER, detection_power
+
+    assert detection_power(10) < MIN_POWER < detection_power(40)
+    assert detection_power(0) == 0.0 and detection_power(40, failure_rate=1.0) == pytest.approx(1.0)
+    assert detection_power(40, failure_rate=TOLERATED_FAILURE_RATE) <= SIGNIFICANCE  # at the tolerated rate: its level
+    rates = sweep_with({"worst_accuracy": [True] * 10}).pass_rates().set_index("name")
+    assert rates.loc["worst_accuracy", "holds"] and rates.loc["worst_accuracy", "power"] < MIN_POWER
+
+
+def test_seeds_looked_at_before_a_claim_was_registered_do_not_count_as_held_out(monkeypatch):
+    """A run on an inspected seed (the claim's register names it) is left out of its pass rate, and counted."""
+    import lengthgen.chapters.robustness as robustness
+
+    monkeypatch.setattr(robustness, "inspected_seeds",
+                        lambda chapter, name: frozenset(range(100, 110)) if name == "worst_accuracy" else frozenset())
+    rates = sweep_with({"worst_accuracy": [False] * 10 + [True] * 30,
+                        "hijack_prediction": [True] * 40}).pass_rates().set_index("name")
+    assert rates.loc["worst_accuracy", "runs"] == 30 and rates.loc["worst_accuracy", "passed"] == 30
+    assert rates.loc["worst_accuracy", "excluded"] == 10 and rates.loc["hijack_prediction", "excluded"] == 0

@@ -70,6 +70,7 @@ measures), never the claims or the book machinery (what judges and renders).
     ``glue``         numbers and figures into the prose
     ``plotting``     the one seaborn theme and the length-sweep plot
     ``size_plots``   exact match and training loss against instance size (the full-sequence tasks)
+    ``headline``     the landing page's figure, RoPE against APE, drawn from the records
     ``timing``       wall time
     ``paths``        where things live in the repository
     ``sphinx_offline``  a Sphinx extension: no CDN scripts, no console errors, so the book reads offline

@@ -47,9 +47,15 @@ def _hash_files(root: Path, paths: list[Path]) -> str:
     for path in paths:
         digest.update(str(path.relative_to(root)).encode())
         digest.update(b"\0")
-        digest.update(code_text(path) if path.suffix == ".py" else path.read_bytes())
+        digest.update(code_text(path) if path.suffix == ".py" else pin_text(path) if path.name == "pyproject.toml"
+                      else path.read_bytes())
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+def pin_text(path: Path) -> bytes:
+    """``pyproject.toml`` without the package's own version line: its pins count, a version bump does not."""
+    return b"".join(line for line in path.read_bytes().splitlines(keepends=True) if not line.startswith(b"version = "))
 
 
 def code_text(path: Path) -> bytes:

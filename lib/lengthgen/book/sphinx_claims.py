@@ -389,6 +389,25 @@ class ChangedVerdictsDirective(SphinxDirective):
                             shown, [14, 30, 28, 28], ["changed-verdicts"])]
 
 
+class HeadlineFigureDirective(SphinxDirective):
+    """``{headline-figure}``: RoPE against APE beyond the training length, one head and one network, drawn now from
+    this build's records (:mod:`lengthgen.book.headline`), inline so the page reads offline."""
+
+    def run(self) -> list[nodes.Node]:
+        from html import escape
+
+        from .headline import HEAD, NETWORK, headline_figure
+
+        drawn = headline_figure(build_records(self.env, [HEAD, NETWORK]))
+        if drawn is None:
+            logger.warning(f"no headline figure: the records of {HEAD} and {NETWORK} lack their curves; run make book",
+                           location=self.get_location())
+            return []
+        svg, caption = drawn
+        html = f'<figure class="headline-figure">{svg}<figcaption>{escape(caption)}</figcaption></figure>'
+        return [nodes.raw("", html, format="html")]
+
+
 def revision_rows(chapters: list[str]) -> list[list[Any]]:
     """Every revision of every chapter's claims, in book order: chapter, claim, what changed and why."""
     from ..claims import register_of
@@ -446,5 +465,6 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("paper-verdicts", PaperVerdictsDirective)
     app.add_directive("verdict-rules", VerdictRulesDirective)
     app.add_directive("changed-verdicts", ChangedVerdictsDirective)
+    app.add_directive("headline-figure", HeadlineFigureDirective)
     app.add_role("verdict", verdict_role)
     return {"parallel_read_safe": False, "parallel_write_safe": True}  # records are written while pages are read

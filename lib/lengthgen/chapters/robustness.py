@@ -25,10 +25,22 @@ from ..book.paths import SWEEPS_DIR
 from ..book.records import load_record
 from ..book.rerun import checked_parameters
 from ..book.sweep import Run, expand, load_spec, per_run_table, results_table
-from ..claims import claims_of
+from ..claims import claims_of, inspected_seeds
 from .committed import SIGNIFICANCE, TOLERATED_FAILURE_RATE
 
 PASS_CONFIDENCE = 0.95  # the exact interval shown around each pass fraction
+CAUGHT_FAILURE_RATE = 0.3  # a claim failing in three runs of ten does not hold; the test should catch it ...
+MIN_POWER = 0.8  # ... with at least this probability, or its "holds" is called underpowered
+
+
+def detection_power(trials: int, failure_rate: float = CAUGHT_FAILURE_RATE) -> float:
+    """The chance that the held-out failure test (at the tolerated rate and significance) flags a claim whose runs fail
+    independently at ``failure_rate``: what a "holds" over ``trials`` runs can rule out."""
+    from scipy.stats import binom
+
+    flagged = next((c for c in range(trials + 1)
+                    if excess_failure_p_value(c, trials, TOLERATED_FAILURE_RATE) < SIGNIFICANCE), None)
+    return 0.0 if flagged is None else float(binom.sf(flagged - 1, trials, failure_rate))
 
 
 @dataclass(frozen=True)
@@ -106,14 +118,18 @@ class Sweep:
         rows = []
         for (chapter, name), group in self.per_run.groupby(["chapter", "name"], sort=True):
             claim = claims_of(chapter)[name]
+            inspected = group.seed.isin(inspected_seeds(chapter, name))  # looked at before registration: not held out
+            group = group[~inspected]
             n, passed = len(group), int(group.passed.sum())
             low, high = binomial_interval(passed, n, PASS_CONFIDENCE) if n else (float("nan"), float("nan"))
             p_value = excess_failure_p_value(n - passed, n, TOLERATED_FAILURE_RATE)
             finite = group.value[group.value.abs() < float("inf")]
             rows.append(dict(chapter=chapter, name=name, claim=claim.statement, runs=n, passed=passed,
                              fraction=passed / n if n else float("nan"), ci_low=low, ci_high=high, p_value=p_value,
-                             holds=p_value >= SIGNIFICANCE, mean=finite.mean(), std=finite.std(), min=group.value.min(),
-                             max=group.value.max(), comparison=claim.comparison, threshold=float(group.threshold.iloc[0])))
+                             holds=p_value >= SIGNIFICANCE, power=detection_power(n), excluded=int(inspected.sum()),
+                             mean=finite.mean(), std=finite.std(), min=group.value.min(),
+                             max=group.value.max(), comparison=claim.comparison,
+                             threshold=float(group.threshold.iloc[0]) if n else float("nan")))
         return pd.DataFrame(rows)
 
     def seeds_reused(self) -> int:
@@ -214,6 +230,7 @@ def claim_values(sweep: Sweep) -> dict[str, object]:
     return dict(missing_runs=len(sweep.missing), error_runs=int(runs.status.str.startswith("error").sum()),
                 seeds_reused=sweep.seeds_reused(), proof_failures=len(sweep.proof_failures()),
                 sanity_failures=len(sweep.sanity_failures()), excess_failures=int((~sweep.pass_rates().holds).sum()),
+                underpowered=int((sweep.pass_rates().power < MIN_POWER).sum()),
                 evidence_runs_failed=len(sweep.evidence_failures()))
 
 

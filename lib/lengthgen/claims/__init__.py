@@ -16,8 +16,9 @@ Thresholds are numbers or named functions of the chapter's parameters (``thresho
 says how they are computed).
 
 Each chapter's **register** (``register/<module>.yaml``) keeps what does not fit on one line: the
-full statement and argument, and every revision (a threshold, a role or what a check asserts changed
-after results were seen: why, and the value it replaced). Its ``registered`` entry must equal the
+full statement and argument, every revision (a threshold, a role or what a check asserts changed
+after results were seen: why, and the value it replaced), and any seeds whose runs were looked at
+before the claim was registered (``inspected_seeds``: never counted as held out for it). Its ``registered`` entry must equal the
 claims data (:func:`register_problems`), so a threshold cannot change without the register saying so.
 The book renders both at build time: each chapter's claim table and collapsed Provenance block,
 and the page of every revision.
@@ -152,14 +153,25 @@ def register_problems(chapter: str, claims: dict[str, Claim] | None = None) -> l
             problems.append(f"{chapter}: a revision of {name!r} in register/{where} does not say why")
         if revisions and revisions[-1].get("was") == entry.get("registered"):
             problems.append(f"{chapter}: the last revision of {name!r} in register/{where} replaced {now!r} by itself")
-        unknown = set(entry) - {"registered", "statement", "argument", "revisions"}
+        inspected = entry.get("inspected_seeds", [])
+        if not isinstance(inspected, list) or not all(isinstance(seed, int) for seed in inspected):
+            problems.append(f"{chapter}: register/{where} entry {name!r}: inspected_seeds must be a list of seeds")
+        unknown = set(entry) - {"registered", "statement", "argument", "revisions", "inspected_seeds"}
         if unknown:
             problems.append(f"{chapter}: register/{where} entry {name!r} has unknown fields {sorted(unknown)}")
     return problems
 
 
+def inspected_seeds(chapter: str, name: str) -> frozenset[int]:
+    """Seeds whose runs were looked at before a claim was registered: never counted as held-out evidence for it."""
+    return frozenset((register_of(chapter).get(name) or {}).get("inspected_seeds", []))
+
+
 def unrevised_changes(before: dict[str, dict], now: dict[str, dict]) -> list[str]:
-    """Claims whose registered value differs between two versions of a register with no revision added since."""
-    return [name for name, entry in now.items() if name in before
-            and before[name].get("registered") != entry.get("registered")
+    """Claims whose registered value or inspected seeds differ between two versions of a register with no revision
+    added since (a seed declared inspected leaves the held-out evidence, so that too needs a reason)."""
+    def fixed(entry: dict) -> tuple:
+        return entry.get("registered"), sorted(entry.get("inspected_seeds") or [])
+
+    return [name for name, entry in now.items() if name in before and fixed(before[name]) != fixed(entry)
             and len(entry.get("revisions") or []) <= len(before[name].get("revisions") or [])]

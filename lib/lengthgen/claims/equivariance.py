@@ -16,7 +16,8 @@ CLAIMS = (
           1e-12, "The same 10^-12 as the float64 Toeplitz check: attention weights are at most 1, so rounding stays far "
           "below it.", role="proof"),
     Claim("peak_at_k", "distance of the learned kernel's in-range peak from the target offset k", "<=", 0,
-          "Exact: within the training range the learned kernel must peak at the target offset.", per_run=True),
+          "Exact: within the training range the learned kernel must peak at the target offset.", per_run=True,
+          role="sanity"),
     Claim("worst_accuracy", "lowest accuracy of the run at any evaluated length", ">=", 0.95,
           "The rule learned at length T must be reproduced at every longer length: a head whose rule depends on absolute "
           "position (chapter 2) falls to chance 1/V there.",

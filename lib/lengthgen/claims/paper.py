@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+from packaging.version import Version
 
 from ..book.records import COMPARISONS
 from ..chapters.committed import SIGNIFICANCE
+from ..chapters.robustness import MIN_POWER, detection_power
 from ..model.programs import has_position_head
 from . import claims_of
 from .connections import EXTRAPOLATION_ERROR
@@ -59,10 +62,12 @@ class Limit:
     def fires(self, records: dict[str, dict]) -> str | None:
         record = records.get(self.chapter, {})
         checks = checks_of(record)
-        if self.name not in checks:
-            return None
-        value = self.value(checks) if self.value else checks[self.name]["value"]
+        value = self.value(checks) if self.value else checks.get(self.name, {}).get("value")
         threshold = self.threshold(record) if callable(self.threshold) else self.threshold
+        unknown = value is None or (isinstance(value, float) and math.isnan(value))
+        if unknown:  # nothing to count: a claim cannot be tested on it; any other limit stays silent
+            return (self.text.format(value=math.nan, threshold=threshold) if self.severity == "not testable"
+                    else None)
         fired = COMPARISONS[self.comparison](value, threshold)
         return self.text.format(value=value, threshold=threshold) if fired else None
 
@@ -77,6 +82,16 @@ def growing_runs(checks: dict[str, dict]) -> float:
     """Learned held-out runs in cells where SRC grows, on chapter 12's first and added tasks: what the 'only if' judges."""
     return sum(checks.get(name, {}).get("value", math.nan) for name in ("held_out_growing_runs",
                                                                          "held_out_added_growing_runs"))
+
+
+def invariant_misses(checks: dict[str, dict]) -> float:
+    """Learned held-out runs of chapter 12 that disagree with the conjecture in cells where SRC is invariant: every
+    disagreement but the growing cells' generalizing runs, first and added tasks together."""
+    def value(name: str) -> float:
+        return checks.get(name, {}).get("value", math.nan)
+
+    return (value("held_out_disagreements") - value("held_out_growing_fails") + value("held_out_added_disagreements")
+            - value("held_out_added_growing_fails"))
 
 
 def runs_of(record: dict) -> int:
@@ -95,6 +110,7 @@ class PaperClaim:
     checks: tuple[str, ...]  # that chapter's asserted checks the claim rests on
     limits: tuple[Limit, ...] = ()
     swept: bool = False  # qualified by failures of the chapter's checks in the committed sweep
+    guards: tuple[str, ...] = ()  # sanity checks that enough runs were judged: one that fails, the claim is not testable
     replaces: str = ""  # the key of an earlier version's claim this one splits or renames (the changed-verdicts page)
 
 
@@ -195,7 +211,7 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                "before any run, copy and reversal beside Kazemnejad et al.", "11_zoo_networks",
                ("absolute_collapses_past_n", "relative_carries_past_n", "held_out_relative_carries",
                 "held_out_absolute_carries"),
-               (Limit("11_zoo_networks", "relative_shift_generalizes", ">", 0,
+               guards=("judged_groups", "held_out_judged"), limits=(Limit("11_zoo_networks", "relative_shift_generalizes", ">", 0,
                       "the registered 'relative encodings generalize shift to 2N' does not reproduce ({value:.0f} RoPE "
                       "and T5 runs decay before 2N): they carry the rule a few sizes past N only"),
                 Limit("11_zoo_networks", "reversal_generalizes", ">", 0,
@@ -207,13 +223,14 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
     PaperClaim("src-if", PART_II, "Where the Sequential Representation Complexity stays invariant across scales, length "
                "generalization is possible (the conjecture's 'if', in our reconstruction of SRC; tested where training "
                "learns the task in range).", "12_sequential_complexity",
-               ("held_out_interleaved_generalizes", "held_out_judged", "held_out_interleaved_judged", "committed_complete"),
+               ("held_out_interleaved_generalizes", "committed_complete"),
                (Limit("12_sequential_complexity", "held_out_invariant_cells_without_lg", ">", 0,
                       "the 'if' is not shown by training in {value:.0f} cell(s) where SRC is invariant: no run "
                       "generalizes there (training finds another program than the cheapest, or none in range)"),
                 Limit("12_sequential_complexity", "held_out_disagreements", ">", 0,
-                      "{value:.0f} learned held-out run(s) disagree with the conjecture's verdict for their cell")),
-               replaces="src-conjecture"),
+                      "{value:.0f} learned held-out run(s) in cells where SRC is invariant do not generalize",
+                      value=invariant_misses)),
+               guards=("held_out_judged", "held_out_interleaved_judged"), replaces="src-conjecture"),
     PaperClaim("src-only-if", PART_II, "Where the Sequential Representation Complexity grows with the scale, no length "
                "generalization (the conjecture's 'only if', in our reconstruction; tested where training learns the "
                "task in range).", "12_sequential_complexity", ("held_out_growing_fails", "committed_complete"),
@@ -222,18 +239,16 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                       "together (fewer than {threshold}): networks rarely learn those tasks in range",
                       severity="not testable", value=growing_runs),
                 Limit("12_sequential_complexity", "held_out_added_growing_fails", ">", 0,
-                      "on the tasks added later {value:.0f} learned run(s) generalize where SRC grows (reported: the "
-                      "coupled cell's verdict rests on one-layer programs, see the chapter)"),
-                Limit("12_sequential_complexity", "held_out_added_disagreements", ">", 0,
-                      "{value:.0f} learned held-out run(s) on the tasks added later disagree with the conjecture's "
-                      "verdict for their cell")),
+                      "and {value:.0f} of them, on the tasks added later, generalize where SRC grows: the little "
+                      "evidence there is runs against the 'only if' (the coupled cell's verdict rests on one-layer "
+                      "programs, see the chapter)")),
                replaces="src-conjecture"),
     PaperClaim("scale-hint", PART_II, "Scale Hint (relations that know the instance's scale) makes SRC invariant and "
                "enables length generalization where plain relative positions do not.", "12_sequential_complexity",
-               ("hint_generalizes", "judged_groups", "held_out_hint_generalizes", "held_out_hint_where_rpe_grows",
-                "held_out_judged", "committed_complete"),
+               ("hint_generalizes", "held_out_hint_generalizes", "held_out_hint_where_rpe_grows", "committed_complete"),
                (Limit("12_sequential_complexity", "held_out_hint_learned_where_rpe_grows", "<", GROWING_MINIMUM,
-                      "where plain offsets' SRC grows, only {value:.0f} hint run(s) learned in range to be judged"),
+                      "where plain offsets' SRC grows, only {value:.0f} hint run(s) learned in range to be judged",
+                      severity="not testable"),
                 Limit("12_sequential_complexity", "held_out_added_hint_generalizes", "<", 1,
                       "on addition, added to the sweep later (reported), a share of {value:.2f} of the learned hint runs "
                       "generalize, and the hint learns addition in range in only some runs at the chapter's step budget"),
@@ -244,9 +259,10 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                       "the contrast is partly one of training: plain offsets learned this page's task in range in "
                       "{value:.0f} of {threshold} runs, and rarely a task with a position head in the committed sweep (mode, "
                       "which needs none, in every run), even where their SRC is invariant (chapter 12), so the hint's "
-                      "evidence is that its learned runs generalize"))),
+                      "evidence is that its learned runs generalize")),
+               guards=("judged_groups", "held_out_judged")),
     PaperClaim("lbpe", PART_II, "A learning-based position encoding learns the positional relation a task needs.",
-               "12_sequential_complexity", ("held_out_judged", "committed_complete"),
+               "12_sequential_complexity", ("committed_complete",),
                (Limit("12_sequential_complexity", "held_out_lbpe_selects_needed", "<", REGISTERED_LBPE_SHARE,
                       "the registered check does not hold: one invariant relation dominates in a share of {value:.2f} of "
                       "the learned runs only, since LBPE splits each read between coupled ids and the hint's relation "
@@ -263,7 +279,8 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                       lambda record: checks_of(record).get("held_out_lbpe_generalizes", {}).get("value", math.nan),
                       "once learned, FIRE's runs generalize at least as often as LBPE's ({value:.2f} of them against "
                       "{threshold:.2f}), so extrapolation alone does not separate the two here; FIRE learned far fewer "
-                      "runs in range (chapter 12 gives the counts, which make FIRE's share a weak comparison)"))),
+                      "runs in range (chapter 12 gives the counts, which make FIRE's share a weak comparison)")),
+               guards=("held_out_judged",)),
     PaperClaim("connections-rnn", PART_I, "The account connects to the implicit bias for extrapolation in recurrent "
                "models: from a small init, gradient descent on an overparameterized linear RNN selects the minimal state "
                "space, which extrapolates, and a large init does not.", "09_connections",
@@ -359,6 +376,8 @@ def judge(claim: PaperClaim, records: dict[str, dict]) -> tuple[str, str]:
     if failed:
         return "does not", "failing or missing: " + ", ".join(failed)
     fired = [(limit.severity, text) for limit in claim.limits if (text := limit.fires(records))]
+    fired += [("not testable", f"too few runs judged: {name} fails") for name in claim.guards
+              if checks.get(name, {}).get("passed") is not True]
     notes = []
     if claim.swept:
         holding, failing = held_out(records, claim.chapter, claim.checks)
@@ -366,11 +385,18 @@ def judge(claim: PaperClaim, records: dict[str, dict]) -> tuple[str, str]:
             fired.append(("partly", "no held-out runs in this build's robustness record"))
         for rate in failing:
             fired.append(("partly", f"on held-out runs {rate['name']} holds in {rate['passed']} of {rate['runs']} only"))
+        power = {rate["name"]: rate.get("power", detection_power(rate["runs"])) for rate in holding}
+        weak = [rate for rate in holding if power[rate["name"]] < MIN_POWER]
+        if weak:
+            fired.append(("partly", "too few held-out runs to call " + ", ".join(
+                f"{rate['name']} held ({rate['runs']} runs, power {power[rate['name']]:.2f})" for rate in weak)))
+            holding = [rate for rate in holding if rate not in weak]
         some = [r for r in holding if r["passed"] < r["runs"]]
         if some:
             notes.append("held out: " + ", ".join(f"{r['name']} {r['passed']}/{r['runs']}" for r in some))
         elif holding:
-            notes.append(f"and on all held-out runs ({sum(r['runs'] for r in holding)} verdicts)")
+            notes.append(f"and on every held-out run ({len(holding)} checks, up to {max(r['runs'] for r in holding)} "
+                         "runs each)")
     for severity in ("does not", "not testable", "partly"):  # the gravest limit that fires decides, all are said
         if any(fired_severity == severity for fired_severity, _ in fired):
             return SEVERITIES[severity], "; ".join(text for _, text in fired)
@@ -401,18 +427,19 @@ def evidence_checks(records: dict[str, dict]) -> int:
 
 
 def verdict_rules(records: dict[str, dict]) -> list[str]:
-    """The verdict rules in sentences, with how they treat the number of checks behind them (this build's counts)."""
+    """The verdict rules in sentences, with what they do and do not control (this build's counts)."""
     tests = len(records.get("07_robustness", {}).get("details", {}).get("pass_rates", []))
     return [
-        "*reproduces*: every check behind the claim holds, on held-out seeds too where a committed sweep exists.",
+        "*reproduces*: every check behind the claim holds, and on held-out seeds its failures stay within the "
+        "tolerated rate, by a test with the power to catch a claim failing three runs in ten.",
         "*partly*: the checks hold, but a named, measured limit qualifies the claim.",
-        "*not testable here*: too few runs could be judged, because the networks did not learn the tasks in range.",
+        "*not testable here*: the checks judged too few runs, because the networks did not learn the tasks in range.",
         "*does not*: a check fails, or a measured number contradicts the claim; the reason says what holds instead.",
-        f"Many checks: a claim reproduces only if all of its checks hold, so the {evidence_checks(records)} evidence "
-        "checks behind these verdicts make *reproduces* harder to earn, never easier, and need no correction.",
-        f"The risk they add is a false failure: each of the {tests} held-out rate tests runs at level {SIGNIFICANCE:g}, so "
-        f"the chance that any flags a claim that holds at the tolerated rate is at most {tests * SIGNIFICANCE:.2f} "
-        "(Bonferroni).",
+        f"Each of the {evidence_checks(records)} evidence checks behind these verdicts is a fixed threshold, not a "
+        "test with an error rate; a claim needs all of its checks, so adding checks makes *reproduces* harder to earn.",
+        f"Each of the {tests} held-out rate tests runs at level {SIGNIFICANCE:g}, so the chance that any flags a claim "
+        f"failing on at most the tolerated share of runs is at most {tests * SIGNIFICANCE:.2f} (Bonferroni).",
+        "The other error is not bounded: a held-out \"holds\" does not rule out a claim that fails on one run in ten.",
     ]
 
 
@@ -421,9 +448,9 @@ def verdict_rules(records: dict[str, dict]) -> list[str]:
 RELEASES_DIR = Path(__file__).with_name("releases")
 
 
-def version_tuple(version: str) -> tuple[int, ...]:
-    """``"0.10.1"`` -> ``(0, 10, 1)``, so that versions sort as numbers."""
-    return tuple(int(part) for part in version.split("."))
+def version_tuple(version: str) -> Version:
+    """A version that sorts as versions do (``0.10.1`` after ``0.9.9``, ``1.0.0rc1`` before ``1.0.0``)."""
+    return Version(version)
 
 
 def verdict_snapshot(records: dict[str, dict], version: str, commit: str) -> dict:
@@ -435,7 +462,8 @@ def verdict_snapshot(records: dict[str, dict], version: str, commit: str) -> dic
 
 def previous_release(version: str) -> dict | None:
     """The newest released snapshot older than ``version`` (None before the first release)."""
-    older = [path for path in RELEASES_DIR.glob("*.json") if version_tuple(path.stem) < version_tuple(version)]
+    older = [path for path in RELEASES_DIR.glob("*.json")
+             if re.fullmatch(r"\d+(\.\d+)*(rc\d+)?", path.stem) and version_tuple(path.stem) < version_tuple(version)]
     if not older:
         return None
     return json.loads(max(older, key=lambda path: version_tuple(path.stem)).read_text())
@@ -445,6 +473,9 @@ def verdict_changes(records: dict[str, dict], before: dict) -> list[dict]:
     """Every claim whose verdict differs from a release's, and every claim added or split since: ``key``, ``claim``,
     ``was`` and ``now`` (verdict and number; ``was`` names the claim it replaces, if any)."""
     rows, kept = [], set()
+    heirs = defaultdict(int)
+    for claim in PAPER_CLAIMS:
+        heirs[claim.replaces] += 1
     for claim in PAPER_CLAIMS:
         old = before["claims"].get(claim.key) or before["claims"].get(claim.replaces)
         verdict = judge(claim, records)[0]
@@ -453,8 +484,9 @@ def verdict_changes(records: dict[str, dict], before: dict) -> list[dict]:
         if old is None:
             rows.append(dict(key=claim.key, claim=HEADLINES[claim.key].short, was=None, now=now, note="new"))
         elif claim.key not in before["claims"]:
+            how = "split from" if heirs[claim.replaces] > 1 else "renamed from"
             rows.append(dict(key=claim.key, claim=HEADLINES[claim.key].short, was=old, now=now,
-                             note=f"split from: {old['claim']}"))
+                             note=f"{how}: {old['claim']}"))
         elif old["verdict"] != verdict:
             rows.append(dict(key=claim.key, claim=HEADLINES[claim.key].short, was=old, now=now, note=""))
     rows += [dict(key=key, claim=old["claim"], was=old, now=None, note="removed")
@@ -466,10 +498,17 @@ if __name__ == "__main__":  # python -m lengthgen.claims.paper: keep this build'
     import subprocess
 
     from .. import __version__
+    from ..book.audit import audit
     from ..book.judging import rejudge
     from ..book.paths import RECORDS_DIR
     from ..book.records import load_records
 
+    dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, check=True).stdout
+    found = audit(RECORDS_DIR)
+    if dirty.strip() or found.missing or found.stale:
+        raise SystemExit("release the verdicts of a committed tree whose build is complete and current: "
+                         f"uncommitted changes: {bool(dirty.strip())}, records missing: {found.missing}, "
+                         f"stale: {found.stale}")
     built = {name: rejudge(record) for name, record in load_records(RECORDS_DIR).items()}
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     target = RELEASES_DIR / f"{__version__}.json"
