@@ -355,11 +355,11 @@ def test_the_headline_figure_draws_rope_and_ape_from_the_records_or_nothing():
     assert headline.headline_figure({}) is None
     head = dict(parameters=dict(train_length=8, vocab=16), details=dict(accuracy=[
         dict(encoding=e, offset=3, seed=s, length=n, accuracy=a, n=1) for s in (0, 1)
-        for e, curve in (("RoPE", (1.0, 1.0, 0.9)), ("APE", (1.0, 0.1, 0.05))) for n, a in zip((8, 16, 32), curve)]))
+        for e, curve in (("RoPE", (1.0, 1.0, 0.9)), ("APE", (1.0, 0.1, 0.05))) for n, a in zip((8, 16, 32), curve, strict=True)]))
     network = dict(parameters=dict(train_size=10), details=dict(exact_match=[
         dict(encoding=e, task="shift", seed=s, size=n, exact=a, n=1, token=a) for s in (0, 1)
         for e, curve in (("rope", (1.0, 0.8, 0.2)), ("ape", (1.0, 0.0, 0.0)), ("nope", (0.3, 0.0, 0.0)))
-        for n, a in zip((10, 15, 20), curve)]))
+        for n, a in zip((10, 15, 20), curve, strict=True)]))
     assert headline.headline_figure({headline.HEAD: head}) is None
     svg, caption = headline.headline_figure({headline.HEAD: head, headline.NETWORK: network})
     assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")

@@ -120,11 +120,20 @@ class Chapter:
         if not claim.per_run:
             raise ValueError(f"claim {name!r} of {self.name} is not registered per run: use check()")
         threshold = self.threshold(name)
-        verdicts = [bool(COMPARISONS[claim.comparison](float(v), threshold)) and v == v for v in runs.value]
+        verdicts: list[bool | None] = [bool(COMPARISONS[claim.comparison](float(v), threshold)) and v == v
+                                       for v in runs.value]
+        if claim.given:  # judged only on the runs that pass the given claim (checked before it)
+            given = self.record.details.get("per_run", {}).get(claim.given)
+            if given is None:
+                raise ValueError(f"claim {name!r} of {self.name} is judged given {claim.given!r}: check that one first")
+            passing = {(run["offset"], run["seed"]) for run in given if run["passed"]}
+            verdicts = [ok if (int(o), int(s)) in passing else None
+                        for o, s, ok in zip(runs.offset, runs.seed, verdicts, strict=True)]
         self.record.details.setdefault("per_run", {})[name] = [
             dict(offset=int(o), seed=int(s), value=float(v), passed=ok)
             for o, s, v, ok in zip(runs.offset, runs.seed, runs.value, verdicts, strict=True)]
-        failing = len(verdicts) - sum(verdicts) if verdicts else math.nan  # no run judged: not judged, never a pass
+        judged = [ok for ok in verdicts if ok is not None]
+        failing = len(judged) - sum(judged) if judged else math.nan  # no run judged: not judged, never a pass
         return self.record.check(name, f"runs failing: {claim.statement}", failing, "==", 0, claim.role)
 
     def report(self, name: str, value: float) -> None:

@@ -95,7 +95,8 @@ def headline_figure(records: dict[str, dict]) -> tuple[str, str] | None:
         f"RoPE against APE beyond the training range (dashed line). Left: {runs['RoPE']} RoPE and {runs['APE']} APE "
         "runs, thin lines; the "
         f"last query's accuracy is {at(head, 'RoPE', longest, 'accuracy')}T for RoPE and "
-        f"{at(head, 'APE', 1.01, 'accuracy')}T for APE (chance is the dotted line). Right: {seeds['RoPE']} RoPE and {seeds['APE']} APE seeds; APE's "
+        f"{at(head, 'APE', 1.01, 'accuracy')}T for APE (chance is the dotted line). Right: {seeds['RoPE']} RoPE and "
+        f"{seeds['APE']} APE seeds; APE's "
         f"exact match is {at(network, 'APE', 1.01, 'exact')}N, RoPE's {at(network, 'RoPE', 1.5, 'exact')}N and "
         f"{at(network, 'RoPE', 2, 'exact')}N.")
     return svg, caption

@@ -5,7 +5,8 @@ record made before a claim was edited is still current. Every reader of stored r
 passes each record through :func:`rejudge`: each check's statement, comparison, role, threshold
 (at the run's own parameters) and verdict are recomputed from its stored value and the current
 claims data; a per-run check's count of failing runs is recounted from its runs' stored values (a
-per-run check with no run judged nothing: *not judged*, value NaN, a failure).
+per-run check with no run judged nothing: *not judged*, value NaN, a failure; a per-run check
+``given`` another judges only the runs that pass that one, and leaves the others' verdicts ``None``).
 A check whose claim is no longer registered keeps its value and is judged by nothing (role
 ``unregistered``, verdict ``None``); a registered check the run never measured (registered later, or
 now per run where it was one value, or the reverse) fails as *not measured*, never passes. A record
@@ -67,7 +68,16 @@ def rejudge(record: dict) -> dict:
             runs = per_run[check["name"]]
             for run in runs:
                 run["passed"] = holds(run["value"], claim.comparison, bar)
-            failing = float(sum(not run["passed"] for run in runs)) if runs else math.nan  # no run: not judged
+            if claim.given:  # judged only on the runs that pass the given claim, judged now as well
+                given = claims.get(claim.given)
+                given_bar = threshold(given) if given is not None else math.nan
+                passing = {(run["offset"], run["seed"]) for run in per_run.get(claim.given, [])
+                           if given is not None and holds(run["value"], given.comparison, given_bar)}
+                for run in runs:
+                    if (run["offset"], run["seed"]) not in passing:
+                        run["passed"] = None
+            judged_runs = [run for run in runs if run["passed"] is not None]
+            failing = float(sum(not run["passed"] for run in judged_runs)) if judged_runs else math.nan  # not judged
             check.update(claim=f"runs failing: {claim.statement}", value=failing, comparison="==", threshold=0.0,
                          passed=failing == 0, role=claim.role)
         else:

@@ -209,6 +209,8 @@ def load_sweep(name: str) -> Sweep:
     results["offset"] = results.overrides.map(offset_of)
     results["seeds"] = results.overrides.map(lambda o: json.loads(o)["seeds"])
     results["seed_start"] = results.overrides.map(lambda o: json.loads(o).get("seed_start", 0))
+    judged = per_run.passed.map(lambda v: isinstance(v, bool) or str(v).lower() in ("true", "false"))
+    per_run = per_run[judged].copy()  # a run a claim does not judge (it did not pass the claim's given) is left out
     per_run["passed"] = per_run.passed.astype(str).str.lower() == "true"
     per_run["threshold"] = thresholds(per_run)
     missing = sorted(keys - set(results.key))

@@ -10,7 +10,10 @@ threshold, a reason of one sentence and
   guards the measurement), or ``reported`` (a number shown and not asserted);
 * ``per_run``: the comparison applies to every run (one seed at one setting) separately; the
   chapter's check is then the number of runs that fail it, which must be zero, and the record
-  keeps every run's verdict, so the robustness chapter can count passes over the held-out sweep.
+  keeps every run's verdict, so the robustness chapter can count passes over the held-out sweep;
+* ``given``: for a per-run claim, another per-run claim of the chapter (the head learned its task):
+  only the runs that pass it are judged, the others are *not judged* (an untrained head's far
+  queries are at chance too, so "at chance beyond T" says something only of a head that learned).
 
 Thresholds are numbers or named functions of the chapter's parameters (``threshold_text`` then
 says how they are computed).
@@ -56,6 +59,7 @@ class Claim:
     role: str = "evidence"
     threshold_text: str = ""
     per_run: bool = False
+    given: str = ""  # a per-run claim of the same chapter: this one is judged only on the runs that pass it
 
     def threshold_for(self, params: Any) -> float:
         """The threshold at the given chapter parameters."""
@@ -128,7 +132,8 @@ def registered_text(claim: Claim) -> str:
     if not claim.comparison:
         return "reported"
     threshold = claim.threshold.__name__ if callable(claim.threshold) else repr(claim.threshold)
-    return f"{claim.role}{', per run' if claim.per_run else ''}: {claim.comparison} {threshold}"
+    given = f", given {claim.given}" if claim.given else ""
+    return f"{claim.role}{', per run' if claim.per_run else ''}{given}: {claim.comparison} {threshold}"
 
 
 def register_problems(chapter: str, claims: dict[str, Claim] | None = None) -> list[str]:

@@ -19,9 +19,9 @@ CLAIMS = (
           "<=", HALF_LENGTH_OCTAVES,
           "The law must place the collapse within one doubling of length, from quantities measured at T only (the grid of "
           "evaluated lengths doubles, so a factor 2 is the resolution of the observation).",
-          per_run=True),
+          per_run=True, role="sanity"),
     Claim("mass_law", "largest |log10(law / exact target mass)| beyond T, two-scale law", "<=", 0.3,
-          "Within a factor 2 at every length beyond T.", per_run=True),
+          "Within a factor 2 at every length beyond T.", per_run=True, role="sanity"),
     Claim("paths_agree", "largest |forward-pass - Toeplitz-row observed accuracy| where both are measured", "<=",
           paths_tolerance, "The two observations sample different sequences: four binomial standard errors of a difference "
                            "near 1/2.",
