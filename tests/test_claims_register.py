@@ -273,3 +273,27 @@ def test_inspected_seeds_are_a_list_of_seeds_and_read_back(tmp_path, monkeypatch
     register["chance_bound"]["inspected_seeds"] = "100-109"
     monkeypatch.setattr(claims, "register_of", lambda chapter: register)
     assert any("inspected_seeds must be a list" in p for p in claims.register_problems("02_absolute_pinning"))
+
+
+def test_a_given_names_an_earlier_asserted_per_run_claim_of_the_same_chapter():
+    """A per-run claim judged given another reads that one's verdicts: it must exist, be per run and asserted, come
+    first in the chapter's claims (the harness judges in order), and not itself depend on a given (no chains)."""
+    from lengthgen.book import bookcache
+    from lengthgen.book.paths import REPO_ROOT
+
+    seen = 0
+    for chapter in bookcache.toc_chapters(REPO_ROOT):
+        try:
+            claims = list(claims_of(chapter).values())
+        except KeyError:
+            continue
+        names = [c.name for c in claims]
+        for i, claim in enumerate(claims):
+            if not claim.given:
+                continue
+            seen += 1
+            assert claim.per_run, f"{chapter}: {claim.name} has a given but is not per run"
+            assert claim.given in names[:i], f"{chapter}: {claim.name} is given {claim.given!r}, not an earlier claim"
+            given = claims[names.index(claim.given)]
+            assert given.per_run and given.comparison and not given.given, f"{chapter}: {claim.name}'s given"
+    assert seen, "no claim is judged given another"

@@ -30,7 +30,7 @@ from lengthgen.book.sweep import (
     stored_records,
 )
 from lengthgen.chapters import robustness
-from lengthgen.claims import claims_module, register_of
+from lengthgen.claims import claims_module, claims_of, register_of
 
 SWEEPS = sorted(p.parent.name for p in SWEEPS_DIR.glob("*/spec.yaml"))
 
@@ -60,9 +60,14 @@ def test_every_committed_run_is_sealed_current_and_judged_again_equals_itself(sw
     assert all(sealed(folder, run.key, manifest) for run in runs), f"{sweep}: a run is missing, stale or unsealed"
     assert set(manifest) == {p.stem for p in (folder / "runs").glob("*.json")}
     def verdicts(record: dict, revised: set[str]) -> str:  # all but the wording and the judgement of revised claims
-        judgement = {"claim", "role", "comparison", "threshold", "passed", "value"}
-        checks = [{k: v for k, v in check.items() if k != "claim" and not (check["name"] in revised and k in judgement)}
-                  for check in record["checks"]]
+        per_run_names = set(record.get("details", {}).get("per_run", {}))
+        judgement = {"role", "comparison", "threshold", "passed"}
+
+        def kept(check: dict, key: str) -> bool:  # a per-run check's value is its count of failing runs: a judgement
+            moved = check["name"] in revised and (key in judgement or (key == "value" and check["name"] in per_run_names))
+            return key != "claim" and not moved
+
+        checks = [{k: v for k, v in check.items() if kept(check, k)} for check in record["checks"]]
         per_run = {name: [{k: v for k, v in run.items() if not (name in revised and k == "passed")} for run in runs]
                    for name, runs in record.get("details", {}).get("per_run", {}).items()}
         rest = {k: v for k, v in record.items() if k not in ("checks", "details", "status")}
@@ -73,7 +78,17 @@ def test_every_committed_run_is_sealed_current_and_judged_again_equals_itself(sw
         record = load_record(path)
         register = register_of(record["chapter"])
         revised = {name for name, entry in register.items() if entry.get("revisions")}  # judged anew: on record why
-        assert verdicts(rejudge(record), revised) == verdicts(record, revised), path.name
+        judged = rejudge(record)
+        assert verdicts(judged, revised) == verdicts(record, revised), path.name
+        claims = claims_of(record["chapter"])
+        for name, runs in judged.get("details", {}).get("per_run", {}).items():  # the revised ones judged consistently
+            claim = claims.get(name)
+            if claim is None or not claim.comparison:
+                continue
+            counted = [run["passed"] for run in runs if run["passed"] is not None]
+            check = next(c for c in judged["checks"] if c["name"] == name)
+            assert (check["value"] == len(counted) - sum(counted)) if counted else check["value"] != check["value"]
+            assert claim.given or len(counted) == len(runs), f"{path.name}: {name} leaves runs unjudged without a given"
 
 
 def test_rewording_a_claim_moves_no_key_and_re_renders_the_page_warm(tmp_path):

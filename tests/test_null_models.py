@@ -1,5 +1,5 @@
-"""The null-model test of the single-head evidence: a chapter's pipeline on heads trained a single step (untrained,
-for every purpose) must fail each of its evidence checks or leave it *not judged*. A check an untrained head passes
+"""The null-model test of the single-head evidence: a chapter's pipeline on untrained heads (one step at the smallest
+learning rate) must fail each of its evidence checks or leave it *not judged*. A check an untrained head passes
 cannot tell the accounts apart, and is labelled sanity instead."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from lengthgen.book.judging import rejudge
 from lengthgen.book.rerun import checked_parameters
 from lengthgen.claims import claims_of
 
-UNTRAINED = dict(steps=1, seeds=3, workers=1, offsets=[5], device="cpu")
+UNTRAINED = dict(steps=1, lr=1e-6, seeds=3, workers=1, offsets=[5], device="cpu")  # one step that moves nothing
 
 
 def untrained_values(chapter: str) -> tuple[dict, object]:

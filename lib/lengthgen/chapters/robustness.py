@@ -69,6 +69,7 @@ class Sweep:
     results: pd.DataFrame  # one row per present run and check, with offset, seeds and setting columns
     per_run: pd.DataFrame  # one row per present run, per-run claim, offset and seed
     missing: list[str]  # keys of spec runs absent from the table (never run, or made by other code)
+    unjudged: tuple[tuple[str, str], ...] = ()  # (chapter, claim) pairs with per-run verdicts but no run judged
 
     def worker_seconds(self) -> float:
         """Wall time the present runs took, summed over runs (from their records)."""
@@ -116,7 +117,10 @@ class Sweep:
         """One row per per-run claim: runs, passes, the pass fraction with its exact interval, the failure test, and
         the values' mean, spread and range over runs."""
         rows = []
-        for (chapter, name), group in self.per_run.groupby(["chapter", "name"], sort=True):
+        groups = dict(list(self.per_run.groupby(["chapter", "name"], sort=True)))
+        for key in self.unjudged:  # a claim no run qualified for: zero runs, which never hold
+            groups.setdefault(key, self.per_run.iloc[:0])
+        for (chapter, name), group in sorted(groups.items()):
             claim = claims_of(chapter)[name]
             inspected = group.seed.isin(inspected_seeds(chapter, name))  # looked at before registration: not held out
             group = group[~inspected]
@@ -126,7 +130,7 @@ class Sweep:
             finite = group.value[group.value.abs() < float("inf")]
             rows.append(dict(chapter=chapter, name=name, claim=claim.statement, runs=n, passed=passed,
                              fraction=passed / n if n else float("nan"), ci_low=low, ci_high=high, p_value=p_value,
-                             holds=p_value >= SIGNIFICANCE, power=detection_power(n), excluded=int(inspected.sum()),
+                             holds=bool(n) and p_value >= SIGNIFICANCE, power=detection_power(n), excluded=int(inspected.sum()),
                              mean=finite.mean(), std=finite.std(), min=group.value.min(),
                              max=group.value.max(), comparison=claim.comparison,
                              threshold=float(group.threshold.iloc[0]) if n else float("nan")))
@@ -210,11 +214,13 @@ def load_sweep(name: str) -> Sweep:
     results["seeds"] = results.overrides.map(lambda o: json.loads(o)["seeds"])
     results["seed_start"] = results.overrides.map(lambda o: json.loads(o).get("seed_start", 0))
     judged = per_run.passed.map(lambda v: isinstance(v, bool) or str(v).lower() in ("true", "false"))
+    every_claim = set(zip(per_run.chapter, per_run["name"], strict=True))
     per_run = per_run[judged].copy()  # a run a claim does not judge (it did not pass the claim's given) is left out
+    unjudged = tuple(sorted(every_claim - set(zip(per_run.chapter, per_run["name"], strict=True))))
     per_run["passed"] = per_run.passed.astype(str).str.lower() == "true"
     per_run["threshold"] = thresholds(per_run)
     missing = sorted(keys - set(results.key))
-    return Sweep(folder, expected, results, per_run, missing)
+    return Sweep(folder, expected, results, per_run, missing, unjudged)
 
 
 def failure_lines(failures: pd.DataFrame) -> list[str]:

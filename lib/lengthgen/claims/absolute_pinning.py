@@ -16,13 +16,13 @@ CLAIMS = (
           f"exceeds {CHANCE_CEILING:g}/V, the pinned-target query excluded (default init)", "<=", 0,
           "At chance the head answers a far query right with probability 1/V; the ceiling 2/V allows at most 1/V above "
           "chance.",
-          per_run=True, given="in_range_accuracy"),
+          role="sanity", per_run=True, given="in_range_accuracy"),
     reported("chance_beyond_T", "(run, length) cells at which 1/V falls outside the exact 99.9 % interval of the "
              "out-of-range accuracy, the pinned-target query excluded (default init); at exact chance about 0.001 "
              "per cell"),
     Claim("argmax_in_range", "share of out-of-range queries whose most attended key lies inside [0, T) (default init)",
           ">=", 1.0, "Every out-of-range query must attend most to a trained position: the pin is absolute and inside the "
-                     "training range.", per_run=True, given="in_range_accuracy"),
+                     "training range.", role="sanity", per_run=True, given="in_range_accuracy"),
     Claim("pin_predicted", "out-of-range queries' most common argmax key is the key p* predicted for a vanishing "
           "initialization from the trained weights alone (1 if so, default init)", ">=", 1,
           "p* = argmax_s <W_q c, k_s> is computed with every untrained row set to zero.",

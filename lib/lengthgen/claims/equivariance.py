@@ -25,7 +25,7 @@ CLAIMS = (
     Claim("hijack_prediction", "|log10(observed / predicted length at which a far offset first beats the target)|", "<=",
           1, "The planes' amplitudes, measured at T, predict the first offset beyond T that out-scores the target if the "
              "far phases were uniform draws; an order-of-magnitude law, so a factor 10 either way.", per_run=True,
-          given="peak_at_k"),
+          role="sanity"),
     reported("untrained_worst_accuracy", "lowest accuracy of an untrained head beyond T (the proof checks hold for it)"),
     reported("margin_at_horizon_min", "smallest margin f(k) - max f beyond T over runs, at the horizon (nats)"),
     reported("hijack_bias", "median signed log10(observed / predicted first hijack) over runs hijacked within the "

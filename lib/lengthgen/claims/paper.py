@@ -372,10 +372,18 @@ def judge(claim: PaperClaim, records: dict[str, dict]) -> tuple[str, str]:
     if record is None:
         return "not run", f"{claim.chapter} has no current record in this build"
     checks = checks_of(record)
+    def unjudged(name: str) -> bool:  # asserted, but no run qualified: nothing to contradict the claim with
+        value = checks[name].get("value")
+        return isinstance(value, float) and math.isnan(value)
+
     failed = [name for name in claim.checks if checks.get(name, {}).get("passed") is not True]
-    if failed:
-        return "does not", "failing or missing: " + ", ".join(failed)
+    contradicted = [name for name in failed if name not in checks or not unjudged(name)]
+    if contradicted:
+        return "does not", "failing or missing: " + ", ".join(contradicted)
     fired = [(limit.severity, text) for limit in claim.limits if (text := limit.fires(records))]
+    fired += [("not testable", f"not judged (no run qualified): {name}") for name in failed]
+    if not any(checks.get(name, {}).get("role") in ("evidence", "proof") for name in claim.checks):
+        fired.append(("partly", "it rests on sanity checks only, which hold by construction for any head that learned"))
     fired += [("not testable", f"too few runs judged: {name} fails") for name in claim.guards
               if checks.get(name, {}).get("passed") is not True]
     notes = []
