@@ -305,12 +305,12 @@ class PaperVerdictsDirective(SphinxDirective):
         counts = verdict_counts(records)
         from .. import __version__
 
-        own = sum(claim.paper == BEYOND for claim in PAPER_CLAIMS)
-        summary = nodes.paragraph(text=(
-            f"Version {__version__}: {len(PAPER_CLAIMS)} claims ({own} the book's own); in this build "
-            f"{counts['reproduces']} reproduce, {counts['partly']} partly, {counts['does not']} not"
-            + (f", {counts['not testable here']} cannot be tested here" if counts["not testable here"] else "")
-            + (f"; {counts['not run']} have no record" if counts["not run"] else "") + "."))
+        summary = nodes.paragraph(classes=["paper-verdicts-summary"], text=(
+            f"Version {__version__} · {len(PAPER_CLAIMS)} claims: {counts['reproduces']} reproduce, "
+            f"{counts['partly']} partly"
+            + (f", {counts['not testable here']} not testable here" if counts["not testable here"] else "")
+            + f", {counts['does not']} do not" + (f", {counts['not run']} have no record" if counts["not run"] else "")
+            + "."))
         return [summary, table(["claim (and the chapter that tests it)", "paper", "verdict", "the number that decides it"],
                                rows, [46, 6, 10, 38], ["paper-verdicts"])]
 
@@ -379,10 +379,12 @@ class ChangedVerdictsDirective(SphinxDirective):
             return [nodes.paragraph(text=f"Version {__version__} is the first release: no verdict has changed.")]
         rows = verdict_changes(records, before)
         moved = sum(1 for r in rows if r["was"] and r["now"] and r["was"]["verdict"] != r["now"]["verdict"])
+        kinds = {kind: sum(1 for r in rows if r["note"].startswith(kind)) for kind in ("split", "renamed", "new",
+                                                                                       "removed")}
         lede = nodes.paragraph(text=(
-            f"Since version {before['version']} (commit {before['commit'][:10]}), {moved} verdict(s) changed and "
-            f"{len(rows)} row(s) of the landing page's table moved, were split, added or removed. Each verdict is judged "
-            "in this build from its records; the previous version's are as it published them."))
+            f"Since version {before['version']} (commit {before['commit'][:10]}): {moved} verdict(s) changed; "
+            + ", ".join(f"{n} row(s) {kind}" for kind, n in kinds.items() if n) + (". " if any(kinds.values()) else "")
+            + "This build's verdicts are judged from its records; the previous version's are those it published."))
         shown = [[("", r["key"]), r["claim"] + (f" ({r['note']})" if r["note"] else ""), verdict_cell(r["was"]),
                   verdict_cell(r["now"])] for r in rows]
         return [lede, table(["claim", "in words", f"version {before['version']}", f"version {__version__} (this build)"],
