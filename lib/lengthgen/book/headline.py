@@ -92,11 +92,9 @@ def headline_figure(records: dict[str, dict]) -> tuple[str, str] | None:
     runs = {e: head[head.encoding == e].groupby(["offset", "seed"]).ngroups for e in ("RoPE", "APE")}
     seeds = {e: network[network.encoding == e].seed.nunique() for e in ("RoPE", "APE")}
     caption = (
-        f"RoPE against APE beyond the training range (dashed line). Left: {runs['RoPE']} RoPE and {runs['APE']} APE "
-        "runs, thin lines; the "
-        f"last query's accuracy is {at(head, 'RoPE', longest, 'accuracy')}T for RoPE and "
-        f"{at(head, 'APE', 1.01, 'accuracy')}T for APE (chance is the dotted line). Right: {seeds['RoPE']} RoPE and "
-        f"{seeds['APE']} APE seeds; APE's "
-        f"exact match is {at(network, 'APE', 1.01, 'exact')}N, RoPE's {at(network, 'RoPE', 1.5, 'exact')}N and "
-        f"{at(network, 'RoPE', 2, 'exact')}N.")
+        f"RoPE against APE beyond the training range (dashed line). Left, one head ({runs['RoPE']} RoPE and "
+        f"{runs['APE']} APE runs): the last query's accuracy is {at(head, 'RoPE', longest, 'accuracy')}T for RoPE "
+        f"and {at(head, 'APE', 1.01, 'accuracy')}T for APE; chance is dotted. Right, a two-layer transformer "
+        f"({seeds['RoPE']} and {seeds['APE']} seeds): exact match is {at(network, 'APE', 1.01, 'exact')}N for APE, "
+        f"and {at(network, 'RoPE', 1.5, 'exact')}N and {at(network, 'RoPE', 2, 'exact')}N for RoPE.")
     return svg, caption

@@ -351,9 +351,11 @@ class VerdictRulesDirective(SphinxDirective):
         return [emphasized(" ".join(verdict_rules(build_records(self.env, toc_chapters()))))]
 
 
-def verdict_cell(entry: dict | None) -> nodes.paragraph:
+def verdict_cell(entry: dict | None, lead: str = "") -> nodes.paragraph:
     """A verdict in its colour, then the number that decides it ('—' for a claim a version does not have)."""
     para = nodes.paragraph()
+    if lead:
+        para += nodes.Text(lead)
     if entry is None:
         para += nodes.Text("—")
         return para
@@ -378,14 +380,21 @@ class ChangedVerdictsDirective(SphinxDirective):
         if before is None:
             return [nodes.paragraph(text=f"Version {__version__} is the first release: no verdict has changed.")]
         rows = verdict_changes(records, before)
+
+        def count(n: int, noun: str) -> str:
+            return f"{n} {noun}{'' if n == 1 else 's'}"
+
         moved = sum(1 for r in rows if r["was"] and r["now"] and r["was"]["verdict"] != r["now"]["verdict"])
-        kinds = {kind: sum(1 for r in rows if r["note"].startswith(kind)) for kind in ("split", "renamed", "new",
-                                                                                       "removed")}
+        split = {r["was"]["claim"] for r in rows if r["note"].startswith("split")}
+        parts = [count(moved, "verdict") + " changed"]
+        parts += [f"{count(len(split), 'claim')} split into {count(sum(r['note'].startswith('split') for r in rows), 'row')}"]
+        parts += [f"{count(sum(r['note'] == kind for r in rows), 'row')} {kind}" for kind in ("new", "removed")]
+        parts = [part for part in parts if not part.startswith("0 ")]
         lede = nodes.paragraph(text=(
-            f"Since version {before['version']} (commit {before['commit'][:10]}): {moved} verdict(s) changed; "
-            + ", ".join(f"{n} row(s) {kind}" for kind, n in kinds.items() if n) + (". " if any(kinds.values()) else "")
-            + "This build's verdicts are judged from its records; the previous version's are those it published."))
-        shown = [[("", r["key"]), r["claim"] + (f" ({r['note']})" if r["note"] else ""), verdict_cell(r["was"]),
+            f"Since version {before['version']} (commit {before['commit'][:10]}): " + "; ".join(parts) + ". This "
+            "build's verdicts are judged from its records; the previous version's are those it published."))
+        shown = [[("", r["key"]), r["claim"] + (f" ({r['note']})" if r["note"] else ""),
+                  verdict_cell(r["was"], "the claim before the split: " if r["note"].startswith("split") else ""),
                   verdict_cell(r["now"])] for r in rows]
         return [lede, table(["claim", "in words", f"version {before['version']}", f"version {__version__} (this build)"],
                             shown, [14, 30, 28, 28], ["changed-verdicts"])]

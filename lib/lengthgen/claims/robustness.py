@@ -11,8 +11,8 @@ CLAIMS = (
     Claim("error_runs", "runs that stopped with an error before their claim check", "==", 0,
           "Every run of the sweep must reach its claim check.", role="sanity"),
     Claim("seeds_reused", "sweep runs that share a seed with the chapter's own defaults", "==", 0,
-          "Held out means held out: no seed of the sweep was seen while the chapters and their thresholds were "
-          "written.", role="sanity"),
+          "Held out means held out: no seed of the sweep is a chapter's default (seeds looked at before a check was "
+          "registered are excluded for that check).", role="sanity"),
     Claim("proof_failures", "proof checks that fail in any run of the sweep", "==", 0,
           "They verify theorems and hold for any model, trained or not: one failure is a bug, not a finding.",
           role="sanity"),
