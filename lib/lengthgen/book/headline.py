@@ -4,6 +4,7 @@ at build time from this build's records (chapter 2's accuracy curves, chapter 11
 from __future__ import annotations
 
 import io
+import math
 
 import matplotlib
 
@@ -11,7 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .plotting import ENCODING_PALETTE, chance_line, set_theme  # noqa: E402
+from .plotting import ENCODING_PALETTE, plot_length_sweep, set_theme  # noqa: E402
+from .size_plots import plot_exact_by_size  # noqa: E402
 
 HEAD = "02_absolute_pinning"
 NETWORK = "11_zoo_networks"
@@ -52,20 +54,6 @@ def at(curves: pd.DataFrame, encoding: str, ratio: float, column: str) -> str:
     return f"{shown[shown.ratio == where][column].mean():.2f} at {where:.3g}"
 
 
-def draw(ax: plt.Axes, curves: pd.DataFrame, column: str) -> None:
-    """One thin line per run, the mean bold, for RoPE and APE; the training range's end marked at 1."""
-    for encoding in ("RoPE", "APE"):
-        mine = curves[curves.encoding == encoding]
-        for _, run in mine.groupby([c for c in ("offset", "seed") if c in mine]):
-            ax.plot(run.ratio, run[column], color=ENCODING_PALETTE[encoding], lw=0.7, alpha=0.3)
-        mean = mine.groupby("ratio")[column].mean()
-        ax.plot(mean.index, mean.values, color=ENCODING_PALETTE[encoding], lw=2.2, marker="o", ms=3.5, label=encoding)
-    ax.axvline(1, color="0.3", linestyle="--", linewidth=1.2, zorder=0)
-    ax.set_xscale("log", base=2)
-    ax.set_ylim(-0.03, 1.05)
-    ax.legend(fontsize="small", loc="center right")
-
-
 def headline_figure(records: dict[str, dict]) -> tuple[str, str] | None:
     """The figure as inline SVG and its caption with this build's numbers; None when either record lacks its rows."""
     head, network = head_curves(records.get(HEAD, {})), network_curves(records.get(NETWORK, {}))
@@ -73,16 +61,16 @@ def headline_figure(records: dict[str, dict]) -> tuple[str, str] | None:
         return None
     set_theme()
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.2))
-    draw(left, head, "accuracy")
-    chance_line(left, records[HEAD]["parameters"]["vocab"])
-    left.set_xlabel("sequence length $L$ / training length $T$ (log scale)")
+    parameters = records[HEAD]["parameters"]
+    runs_as_units = head.assign(seed=head.seed * 1000 + head.offset)  # one line per (offset, seed) run
+    plot_length_sweep(left, runs_as_units, parameters["train_length"], parameters["vocab"], hue="encoding",
+                      palette=ENCODING_PALETTE, title="one position-only head (chapter 2)")
     left.set_ylabel("accuracy of the last query")
-    left.set_title("one position-only head (chapter 2)")
-    left.text(1.25, 0.62, "the paper's claim: RoPE holds past $T$, APE does not", fontsize="small", color="0.25")
-    draw(right, network, "exact")
-    right.set_xlabel("instance size $n$ / largest training size $N$ (log scale)")
-    right.set_ylabel("exact match (whole answer right)")
-    right.set_title("a two-layer transformer on shift (chapter 11)")
+    left.text(2.3 * parameters["train_length"], 0.82, "the paper's claim: RoPE holds past $T$, APE does not",
+              fontsize="small", color="0.25")
+    plot_exact_by_size(right, network, records[NETWORK]["parameters"]["train_size"], math.nan, ENCODING_PALETTE,
+                       title="a two-layer transformer on shift (chapter 11)")
+    right.legend(fontsize="small", loc="center right")
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg")
     plt.close(fig)
