@@ -24,7 +24,7 @@ from ..book.parameters import ParameterError, parameter
 from ..model.evaluation import doubling_lengths, length_sweep
 from ..model.heads import ApeHead, HeadRunConfig
 from ..model.seeding import generator
-from ..model.tasks import task_batch
+from ..model.tasks import IGNORE, task_batch
 from ..model.training import TrainedRun
 from .common import GB, Execution, HeadTraining, LengthSweep, head_run_configs, map_stacked
 
@@ -114,6 +114,19 @@ def pinning(head: ApeHead, train_length: int, length: int) -> Pinning:
 
 
 @torch.no_grad()
+def relative_shares(head: ApeHead, train_length: int, length: int, offset: int) -> list[float]:
+    """Per octave ``[2^j T, 2^(j+1) T)`` of the queries beyond ``T`` (up to ``length``): the share whose most attended key
+    is ``t - k``, the key of the relative rule (a query's argmax does not depend on the sequence's length)."""
+    queries = torch.arange(train_length, length)
+    hits = (argmax_keys(head, length, queries) == queries - offset).double()
+    shares, low = [], train_length
+    while low < length:
+        shares.append(float(hits[(queries >= low) & (queries < 2 * low)].mean()))
+        low *= 2
+    return shares
+
+
+@torch.no_grad()
 def vanishing_init_key(head: ApeHead, train_length: int, length: int) -> int:
     """The key every out-of-range query attends to most when the untrained rows are zero: ``argmax_s <W_q c, k_s>``.
 
@@ -134,6 +147,20 @@ def query_accuracy(head: ApeHead, cfg: HeadRunConfig, length: int, batch: int) -
     positions = torch.arange(cfg.train_length, length)
     (predicted,) = head.predict(tokens.to(head.device), [positions])
     return (predicted.cpu() == targets[:, positions]).double().mean(0).numpy()
+
+
+@torch.no_grad()
+def window_accuracy(head: ApeHead, cfg: HeadRunConfig, longest: int, batch: int) -> float:
+    """Accuracy on the task the windows head was trained on: length-``T`` windows starting at ``0, T, 2T, ...`` up to
+    ``longest - T``, ``batch`` fresh sequences each (own evaluation stream), every query that has a target."""
+    T, scores = cfg.train_length, []
+    for start in range(0, longest - T + 1, T):
+        tokens, targets = task_batch(cfg.task, batch, T, cfg.vocab, cfg.offset, generator(cfg.seed, f"windows-{start}"),
+                                     train=False)
+        predicted = head(tokens.to(head.device), start).argmax(-1).cpu()
+        scored = targets != IGNORE
+        scores.append(float((predicted == targets)[scored].double().mean()))
+    return float(np.mean(scores))
 
 
 def chance_cells(per_query: dict[int, np.ndarray], batch: int, train_length: int, offset: int, pinned_key: int,
@@ -177,6 +204,11 @@ def measure_run(run: TrainedRun, job: tuple[str, float, list[int], int]) -> tupl
     label = dict(encoding=encoding, table_init_std=std, offset=cfg.offset, seed=cfg.seed)
     sweep = length_sweep(head, cfg, lengths, eval_batch, out_of_range_queries=512).assign(**label)
     row, argmax, chance = dict(label), pd.DataFrame(), pd.DataFrame()
+    if encoding != "RoPE":
+        shares = relative_shares(head, T, longest, cfg.offset)
+        row.update(relative_share_2T=shares[0], relative_share_far=shares[-1])
+    if encoding == WINDOWS:
+        row.update(window_accuracy=window_accuracy(head, cfg, longest, eval_batch))
     if encoding == "APE":
         queries = torch.arange(T, longest)
         keys = argmax_keys(head, longest, queries)
@@ -232,6 +264,9 @@ def claim_values(study: PinningStudy, p: Parameters) -> dict[str, object]:
     chance_runs = chance.groupby(["offset", "seed"]).below_ceiling.apply(lambda below: int((~below).sum()))
     windows = acc[(acc.encoding == WINDOWS) & (acc.metric == "out_of_range")]
     windows_runs = windows[windows.length == 2 * T][["offset", "seed", "accuracy"]]
+    windows_heads = study.seeds[study.seeds.encoding == WINDOWS]
+    windows_far = windows[windows.length == p.longest][["offset", "seed", "accuracy"]]
+    rope_far = acc[(acc.encoding == "RoPE") & (acc.metric == "out_of_range") & (acc.length == p.longest)]
     applicable = ape[ape.pinned_target_accuracy.notna()]
     return dict(rows_untouched=int((~ape_all.untrained_bitwise_equal.astype(bool)).sum()),
                 in_range_accuracy=in_range.rename(columns={"accuracy": "value"}),
@@ -239,6 +274,15 @@ def claim_values(study: PinningStudy, p: Parameters) -> dict[str, object]:
                 argmax_in_range=ape.assign(value=ape.in_range_share),
                 pin_predicted=ape.assign(value=ape.predicted_is_pinned),
                 windows_generalize=windows_runs.rename(columns={"accuracy": "value"}),
+                windows_learned=windows_heads.assign(value=windows_heads.window_accuracy),
+                windows_attend_relative=windows_heads.assign(value=windows_heads.relative_share_2T),
+                windows_far_above_chance=windows_far.rename(columns={"accuracy": "value"}),
+                windows_gap_to_rope=rope_far[["offset", "seed", "accuracy"]].merge(windows_far, on=["offset", "seed"])
+                .assign(value=lambda d: d.accuracy_x - d.accuracy_y)[["offset", "seed", "value"]],
+                windows_relative_2T=windows_heads.relative_share_2T.mean(),
+                windows_relative_far=windows_heads.relative_share_far.mean(),
+                windows_far_accuracy=windows_far.accuracy.mean(), rope_far_accuracy=rope_far.accuracy.mean(),
+                ape_relative_share=ape.relative_share_2T.mean(),
                 chance_beyond_T=int((~chance.chance_inside).sum()),
                 pin_limit=ape.limit_share.mean(), pin_limit_min=ape.limit_share.min(),
                 chance_upper_max=chance.ci_high.max() * p.vocab,

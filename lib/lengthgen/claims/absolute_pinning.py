@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..chapters.absolute_pinning import CHANCE_CEILING
 from . import Claim, reported
+
+FAR_CHANCE_MULTIPLE = 8  # windows_far_above_chance: four times the pinning account's practical ceiling of 2/V
+
+
+def eight_over_v(p: Any) -> float:
+    """``8/V``: four times the ceiling ``2/V`` a pinned head stays under, far below a head that carries the rule."""
+    return FAR_CHANCE_MULTIPLE / p.vocab
 
 CLAIMS = (
     Claim("rows_untouched", "APE runs with a table row >= T that moved from its initial value", "==", 0,
@@ -36,6 +45,31 @@ CLAIMS = (
           ">=", 0.5,
           "The control that separates coverage from APE as such: with every row trained, the rule reaches positions beyond "
           "T.", per_run=True),
+    Claim("windows_learned", "accuracy of the APE head trained on windows on its training task: length-T windows "
+          "starting at 0, T, 2T, ... up to L - T", ">=", 0.95,
+          "The head learned the rule at nearly every query of every window; its 1000 steps are shared by 16 times as "
+          "many rows as the plain head's.", per_run=True, role="sanity"),
+    Claim("windows_attend_relative", "share of the queries t in [T, 2T) of the APE head trained on windows whose most "
+          "attended key is t - k", ">=", 0.5,
+          "Coverage predicts most far queries find the relative key; a position-bound rule lets at most one query in T "
+          "land there.", per_run=True, given="windows_learned"),
+    Claim("windows_far_above_chance", "out-of-range accuracy at the longest length (16T at the defaults) of the APE "
+          "head trained on windows", ">=", eight_over_v,
+          "Coverage predicts a decaying rule far above chance; a pinned head stays below the ceiling 2/V, a quarter of "
+          "this threshold.", per_run=True, given="windows_learned", threshold_text="8/V"),
+    Claim("windows_gap_to_rope", "out-of-range accuracy at the longest length of the rotary head minus that of the "
+          "APE head trained on windows, same offset and seed", ">=", 0.2,
+          "If coverage were the whole gap, a covered APE head would match the rotary head; a rotary rule that holds "
+          "beyond T should lead by a wide margin.", per_run=True, given="windows_learned"),
+    reported("windows_relative_2T", "share of the queries t in [T, 2T) of the APE head trained on windows whose most "
+             "attended key is t - k, mean over runs"),
+    reported("windows_relative_far", "share of the queries t in [L/2, L) of the APE head trained on windows whose most "
+             "attended key is t - k, mean over runs (L the longest length)"),
+    reported("windows_far_accuracy", "out-of-range accuracy at the longest length of the APE head trained on windows, "
+             "mean over runs"),
+    reported("rope_far_accuracy", "out-of-range accuracy at the longest length of the rotary head, mean over runs"),
+    reported("ape_relative_share", "share of the queries t in [T, 2T) of the plain APE head (default init) whose most "
+             "attended key is t - k, mean over runs"),
     reported("pinned_target_accuracy", "accuracy of the out-of-range query whose target is the pinned token, mean over "
              "the runs that have one (default init; NaN when none does)"),
     reported("strict_pin_runs", "runs (default init) whose most common key takes >= 0.9 of out-of-range queries"),

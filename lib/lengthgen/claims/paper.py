@@ -130,9 +130,14 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                swept=True),
     PaperClaim("pinning", PART_I, "Learned absolute encodings leave out-of-range positions unconstrained, and the trained "
                "head pins to a fixed absolute position inside the training range.", "02_absolute_pinning",
-               ("rows_untouched", "in_range_accuracy", "chance_bound", "argmax_in_range", "pin_predicted"),
+               ("rows_untouched", "in_range_accuracy", "chance_bound", "argmax_in_range", "pin_predicted",
+                "windows_attend_relative"),
                (Limit("02_absolute_pinning", "strict_pin_runs", "<", runs_of,
                       "one key takes at least 90 % of the out-of-range queries in {value:.0f} of {threshold} runs only"),),
+               swept=True),
+    PaperClaim("coverage", BEYOND, "Coverage explains APE's pin but not its gap: trained on every row of its table, an "
+               "APE head attends to the relative key beyond T, yet trails the rotary head far beyond T.",
+               "02_absolute_pinning", ("windows_attend_relative", "windows_far_above_chance", "windows_gap_to_rope"),
                swept=True),
     PaperClaim("carrier", PART_I, "The learned rotary rule is a low-rank 'carrier' kernel aligned with the target offset.",
                "03_carrier", ("peak_at_k", "carrier_r2", "carrier_specific"),
@@ -315,6 +320,9 @@ HEADLINES: dict[str, Headline] = {
                              "logit matrix Toeplitz to {value:.1e} (float64)"),
     "pinning": Headline("Learned APE leaves far positions untrained; far queries pin to one absolute key.",
                         "strict_pin_runs", "one key takes ≥ 90 % of far queries in {value:.0f} of {runs} runs"),
+    "coverage": Headline("Trained on every row, APE attends relatively, yet trails RoPE far beyond T.",
+                         "windows_far_accuracy", "t − k is the top key for {c[windows_relative_2T]:.0%} of queries at "
+                         "2T; accuracy {value:.2f} at 16T against RoPE's {c[rope_far_accuracy]:.2f}"),
     "carrier": Headline("A rotary head learns a low-rank carrier aligned with the target offset.", "rank_gap_max",
                         "random-phase kernels are as low-rank (effective ranks differ by ≤ {value:.1f})"),
     "dilution": Headline("Accuracy decays gracefully beyond the training length, as an attention-dilution law predicts.",
