@@ -121,17 +121,23 @@ def test_window_training_moves_table_rows_beyond_the_training_length():
         HeadRunConfig(kind="ape", train_length=8, max_length=20, window_starts=16).sample_batch(generator(0, "w"))
 
 
-def test_hijack_bias_and_constant_gain():
+def test_hijack_law_is_judged_on_hijacked_heads_against_a_constant_from_other_seeds():
     import pandas as pd
 
-    from lengthgen.chapters.equivariance import constant_gain, hijack_bias
+    from lengthgen.chapters.equivariance import constant_errors, hijack_bias, law_gain
 
-    hijack = pd.DataFrame(dict(observed=[1000, 10000, None], predicted=[4000.0, 40000.0, 1e9]))
-    hijack["signed"] = [np.log10(1000 / 4000), np.log10(10000 / 40000), np.nan]
-    assert hijack_bias(hijack) == pytest.approx(np.log10(0.25))  # late by 4x in both runs
-    # the constant 10^3.5 errs by 0.5 in both; the law by 0.6: the law does not beat it
-    assert constant_gain(hijack) == pytest.approx(np.log10(4) - 0.5)
-    assert math.isnan(hijack_bias(hijack.iloc[2:]))
+    hijack = pd.DataFrame(dict(offset=[5, 5, 5, 5, 7], observed=[1000, 10000, 100000, None, 500],
+                               predicted=[4000.0, 40000.0, 400000.0, 1e9, 50.0], judged=[True, True, True, False, True]))
+    hijack["signed"] = np.log10(hijack.observed / hijack.predicted)
+    assert hijack_bias(hijack) == pytest.approx(np.log10(0.25))  # median over judged runs: the law is 4x early
+    errors = constant_errors(hijack)
+    # each judged run against the geometric mean of the *other* judged runs at its offset; the unjudged run and the
+    # lone run at offset 7 (no other seed to fit on) have none
+    assert errors.tolist()[:3] == pytest.approx([1.5, 0.0, 1.5]) and errors.iloc[3:].isna().all()
+    # law errors 0.602 at k = 5 (median over the three with a constant), constant's median 1.5
+    assert law_gain(hijack) == pytest.approx(np.log10(4) - 1.5)
+    assert math.isnan(law_gain(hijack.iloc[3:]))  # too few judged runs: not judged
+    assert math.isnan(hijack_bias(hijack.iloc[3:4]))
 
 
 def test_dashboard_rows_rest_on_asserted_checks_and_limits_on_registered_claims():

@@ -108,7 +108,7 @@ def test_interrupted_sweep_resumes_only_missing_runs(tmp_path):
     verdicts = pd.read_csv(tmp_path / "tiny" / "per_run.csv")
     assert set(verdicts.key) == set(table.key) and set(verdicts.offset) == {3, 5, 7}
     per_run_claims = set(table.name[table.value.notna()]) & set(verdicts.name)
-    assert per_run_claims == {"peak_at_k", "worst_accuracy", "hijack_prediction"}
+    assert per_run_claims == {"peak_at_k", "worst_accuracy"}
     # a per-run claim's check counts the failing verdicts of its run
     for (key, name), group in verdicts.groupby(["key", "name"]):
         row = table[(table.key == key) & (table.name == name)].iloc[0]

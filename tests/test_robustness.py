@@ -72,6 +72,6 @@ def test_seeds_looked_at_before_a_claim_was_registered_do_not_count_as_held_out(
     monkeypatch.setattr(robustness, "inspected_seeds",
                         lambda chapter, name: frozenset(range(100, 110)) if name == "worst_accuracy" else frozenset())
     rates = sweep_with({"worst_accuracy": [False] * 10 + [True] * 30,
-                        "hijack_prediction": [True] * 40}).pass_rates().set_index("name")
+                        "peak_at_k": [True] * 40}).pass_rates().set_index("name")
     assert rates.loc["worst_accuracy", "runs"] == 30 and rates.loc["worst_accuracy", "passed"] == 30
-    assert rates.loc["worst_accuracy", "excluded"] == 10 and rates.loc["hijack_prediction", "excluded"] == 0
+    assert rates.loc["worst_accuracy", "excluded"] == 10 and rates.loc["peak_at_k", "excluded"] == 0

@@ -27,6 +27,8 @@ class Parameters(HeadTraining, LengthSweep, Execution):
     rope_convention: str = parameter("how coordinates pair into rotary planes", choices=("half", "interleaved"))
     horizon_factor: int = parameter("how far the kernel beyond T is searched for a hijacking offset, in multiples of T "
                                     "(at least 2: the search starts at 2T)", 2, 1 << 20)
+    hijack_base: float = parameter("RoPE base of the second set of heads, on which the first-hijack law is judged "
+                                   "(small enough that a far offset out-scores the target within the horizon)", 2.0, 1e9)
 
     @property
     def horizon(self) -> int:
@@ -70,31 +72,37 @@ def hijack_curve(f: np.ndarray, offset: int, train_length: int, lengths: list[in
     return margins, (train_length + int(above[0])) if len(above) else None
 
 
-def prediction_error(observed: int | None, predicted: float, horizon: int) -> float:
-    """``|log10(observed / predicted)|``, the observation censored at the horizon.
-
-    Without a hijack inside the horizon the observed length is only known to exceed it: the error is then the
-    least it can be, ``log10(horizon / predicted)`` for a prediction inside the horizon and 0 beyond it.
-    """
-    if observed is None:
-        return 0.0 if predicted >= horizon else math.log10(horizon / predicted)
-    return abs(math.log10(observed / predicted))
+MIN_JUDGED = 3  # the law's gain over a constant fitted on other seeds needs at least this many judged runs
 
 
 def hijack_bias(hijack: pd.DataFrame) -> float:
-    """Median signed ``log10(observed / predicted)`` over runs hijacked within the horizon (NaN if none)."""
-    seen = hijack.signed.dropna()
+    """Median signed ``log10(observed / predicted)`` over the judged runs (NaN if none): positive, the law is early."""
+    seen = hijack[hijack.judged].signed.dropna()
     return float(seen.median()) if len(seen) else math.nan
 
 
-def constant_gain(hijack: pd.DataFrame) -> float:
-    """Median ``|log10|`` error of the law minus that of the best constant in hindsight, over runs hijacked within
-    the horizon: the geometric mean of their observed lengths, a prediction that knows nothing about any one head."""
-    seen = hijack[hijack.signed.notna()]
-    if not len(seen):
+def constant_errors(hijack: pd.DataFrame) -> pd.Series:
+    """Per judged run, ``|log10(observed / c)|`` with ``c`` the geometric mean of the first hijacks of the *other* judged
+    runs at the same offset: a per-offset constant fitted on other seeds, which knows nothing about any one head."""
+    judged = hijack[hijack.judged]
+    logs = np.log10(judged.observed.astype(float))
+    errors = pd.Series(math.nan, index=hijack.index)
+    for _, index in judged.groupby("offset").groups.items():
+        for i in index:
+            others = [j for j in index if j != i]
+            if others:
+                errors[i] = abs(logs[i] - logs[others].mean())
+    return errors
+
+
+def law_gain(hijack: pd.DataFrame) -> float:
+    """Median ``|log10|`` error of the random-phase law minus that of the per-offset constant fitted on other seeds, over
+    the judged runs (NaN with fewer than ``MIN_JUDGED``): negative when the law knows more about each head."""
+    constant = constant_errors(hijack)
+    both = hijack[hijack.judged & constant.notna() & hijack.signed.notna()]
+    if len(both) < MIN_JUDGED:
         return math.nan
-    logs = np.log10(seen.observed.astype(float))
-    return float(seen.signed.abs().median() - (logs - logs.mean()).abs().median())
+    return float(both.signed.abs().median() - constant[both.index].median())
 
 
 @dataclass
@@ -105,8 +113,8 @@ class EquivarianceStudy:
     exactness: pd.DataFrame  # offset, seed, trained (bool), toeplitz_f64, toeplitz_f32, renorm_f64, argmax_offset
     accuracy: pd.DataFrame  # offset, seed, trained, length, metric, accuracy, n
     renormalized: pd.DataFrame  # offset, seed, length, delta, attention (length-L pattern on offsets < T, renormalized)
-    hijack: pd.DataFrame  # offset, seed, target_logit, amplitude_sum, observed, predicted, error, signed
-    margins: pd.DataFrame  # offset, seed, length, margin
+    hijack: pd.DataFrame  # hijack heads: offset, seed, target_logit, amplitude_sum, observed, predicted, signed, judged
+    margins: pd.DataFrame  # hijack heads: offset, seed, length, margin
 
 
 def exactness_row(head: PositionOnlyHead, cfg: HeadRunConfig, lengths: list[int], trained: bool) -> dict:
@@ -119,12 +127,32 @@ def exactness_row(head: PositionOnlyHead, cfg: HeadRunConfig, lengths: list[int]
                 argmax_offset=int(offset_profile(head, T).argmax()))
 
 
-def measure_run(run: TrainedRun, job: tuple[list[int], int, int]) -> tuple[TrainedRun, list[dict], pd.DataFrame,
-                                                                             pd.DataFrame, dict, pd.DataFrame]:
-    """In the worker, after training: the proof checks on the trained head and on its initialization, accuracy against
-    length for both, the renormalized patterns, and the margin beyond T with its random-phase prediction."""
-    lengths, eval_batch, horizon = job
+def hijack_row(head: PositionOnlyHead, cfg: HeadRunConfig, horizon: int) -> tuple[dict, pd.DataFrame]:
+    """The margin beyond T out to the horizon, the first hijack and its random-phase prediction, for one head; the run
+    is judged when the head learned (its in-range kernel peaks at ``k``) and a far offset beats the target in range."""
+    T, k = cfg.train_length, cfg.offset
+    f = offset_profile(head, horizon).numpy()
+    horizon_lengths = doubling_lengths(T, horizon // T)[1:]  # lengths beyond T, doubling out to the horizon
+    margins, observed = hijack_curve(f, k, T, horizon_lengths)
+    planes = planes_of(head)
+    predicted = predicted_first_hijack(planes, float(f[k]), T)
+    learned = int(np.argmax(f[:T])) == k
+    row = dict(offset=k, seed=cfg.seed, target_logit=float(f[k]), amplitude_sum=float(planes.amplitude.sum()),
+               observed=observed, predicted=predicted, learned=learned, judged=learned and observed is not None,
+               signed=math.log10(observed / predicted) if observed is not None and math.isfinite(predicted) else math.nan,
+               margin_at_horizon=float(margins[-1]))
+    return row, pd.DataFrame(dict(offset=k, seed=cfg.seed, length=horizon_lengths, margin=margins))
+
+
+def measure_run(run: TrainedRun, job: tuple[str, list[int], int, int]) -> tuple[TrainedRun, list[dict], pd.DataFrame,
+                                                                                  pd.DataFrame, dict | None, pd.DataFrame]:
+    """In the worker, after training. A head at the chapter's base: the proof checks on it and on its initialization,
+    accuracy against length for both, the renormalized patterns. A head at the hijack base: its first hijack."""
+    kind, lengths, eval_batch, horizon = job
     cfg, head = run.config, run.model
+    if kind == "hijack":
+        row, margins = hijack_row(head, cfg, horizon)
+        return run, [], pd.DataFrame(), pd.DataFrame(), row, margins
     T, k = cfg.train_length, cfg.offset
     untrained = cfg.build_model()
     exact = [exactness_row(head, cfg, lengths, True), exactness_row(untrained, cfg, lengths, False)]
@@ -135,29 +163,25 @@ def measure_run(run: TrainedRun, job: tuple[list[int], int, int]) -> tuple[Train
         long = offset_attention(head, L)[:T].cpu()
         renorm.append(pd.DataFrame(dict(offset=k, seed=cfg.seed, length=L, delta=range(T),
                                         attention=(long / long.sum()).numpy())))
-    f = offset_profile(head, horizon).numpy()
-    horizon_lengths = doubling_lengths(T, horizon // T)[1:]  # lengths beyond T, doubling out to the horizon
-    margins, observed = hijack_curve(f, k, T, horizon_lengths)
-    planes = planes_of(head)
-    predicted = predicted_first_hijack(planes, float(f[k]), T)
-    hijack = dict(offset=k, seed=cfg.seed, target_logit=float(f[k]), amplitude_sum=float(planes.amplitude.sum()),
-                  observed=observed, predicted=predicted, error=prediction_error(observed, predicted, horizon),
-                  signed=math.log10(observed / predicted) if observed is not None and math.isfinite(predicted) else math.nan,
-                  margin_at_horizon=float(margins[-1]))
-    margin_table = pd.DataFrame(dict(offset=k, seed=cfg.seed, length=horizon_lengths, margin=margins))
-    return run, exact, pd.concat(sweeps, ignore_index=True), pd.concat(renorm, ignore_index=True), hijack, margin_table
+    return run, exact, pd.concat(sweeps, ignore_index=True), pd.concat(renorm, ignore_index=True), None, pd.DataFrame()
 
 
 def equivariance_study(p: Parameters, progress: bool = True) -> EquivarianceStudy:
-    """Train RoPE heads over offsets x seeds; measure exact equivariance (trained and untrained), accuracy against
-    length, and the margin beyond T against its prediction from the amplitudes."""
+    """Train RoPE heads over offsets x seeds at the chapter's base, measure exact equivariance (trained and untrained)
+    and accuracy against length; train the same runs at the hijack base and measure their first hijacks."""
     lengths = doubling_lengths(p.train_length, p.length_factor)
-    configs = head_run_configs(p, "rope", rope_base=p.rope_base, rope_convention=p.rope_convention)
-    results = map_stacked(measure_run, [(cfg, (lengths, p.eval_batch, p.horizon)) for cfg in configs], p.workers, progress)
-    runs, exact, acc, renorm, hijack, margins = zip(*results, strict=True)
-    return EquivarianceStudy(list(runs), pd.DataFrame([row for rows in exact for row in rows]),
-                             pd.concat(acc, ignore_index=True), pd.concat(renorm, ignore_index=True),
-                             pd.DataFrame(list(hijack)), pd.concat(margins, ignore_index=True))
+    shared = dict(rope_convention=p.rope_convention)
+    jobs = [(cfg, ("main", lengths, p.eval_batch, p.horizon))
+            for cfg in head_run_configs(p, "rope", rope_base=p.rope_base, **shared)]
+    jobs += [(cfg, ("hijack", lengths, p.eval_batch, p.horizon))
+             for cfg in head_run_configs(p, "rope", rope_base=p.hijack_base, **shared)]
+    results = map_stacked(measure_run, jobs, p.workers, progress)
+    main = [r for (_, job), r in zip(jobs, results, strict=True) if job[0] == "main"]
+    hijack = [r for (_, job), r in zip(jobs, results, strict=True) if job[0] == "hijack"]
+    return EquivarianceStudy([r[0] for r in main], pd.DataFrame([row for r in main for row in r[1]]),
+                             pd.concat([r[2] for r in main], ignore_index=True),
+                             pd.concat([r[3] for r in main], ignore_index=True),
+                             pd.DataFrame([r[4] for r in hijack]), pd.concat([r[5] for r in hijack], ignore_index=True))
 
 
 def claim_values(study: EquivarianceStudy) -> dict[str, object]:
@@ -165,11 +189,15 @@ def claim_values(study: EquivarianceStudy) -> dict[str, object]:
     exact, acc, hijack = study.exactness, study.accuracy, study.hijack
     trained = exact[exact.trained]
     scored = acc[acc.trained & acc.metric.isin(["last", "out_of_range"])]
+    judged = hijack[hijack.judged]
     return dict(toeplitz_f64=exact.toeplitz_f64.max(), toeplitz_f32=exact.toeplitz_f32.max(),
                 renormalized_f64=exact.renorm_f64.max(),
                 peak_at_k=trained.assign(value=(trained.argmax_offset - trained.offset).abs()),
                 worst_accuracy=scored.groupby(["offset", "seed"]).accuracy.min().rename("value").reset_index(),
-                hijack_prediction=hijack.rename(columns={"error": "value"}),
+                hijack_judged_share=float(hijack.judged.mean()),
+                hijack_law_error=float(judged.signed.abs().median()) if len(judged) else math.nan,
+                hijack_law_within_10=float((judged.signed.abs() <= 1).mean()) if len(judged) else math.nan,
+                hijack_law_gain=law_gain(hijack),
                 untrained_worst_accuracy=acc[~acc.trained & (acc.metric == "out_of_range")].accuracy.max(),
-                margin_at_horizon_min=hijack.margin_at_horizon.min(),
-                hijack_bias=hijack_bias(hijack), hijack_constant_gain=constant_gain(hijack))
+                margin_at_horizon_min=hijack.margin_at_horizon.min(), hijack_bias=hijack_bias(hijack),
+                hijack_constant_error=float(constant_errors(hijack).median()))

@@ -232,14 +232,22 @@ def failure_lines(failures: pd.DataFrame) -> list[str]:
     return lines
 
 
+def hijack_law_gains(sweep: Sweep) -> pd.DataFrame:
+    """Chapter 1's first-hijack law against a per-offset constant, one row per held-out run (offset, setting, gain)."""
+    rows = sweep.reported[(sweep.reported.chapter == "01_equivariance") & (sweep.reported.name == "hijack_law_gain")]
+    return rows[["offset", "setting", "value"]].astype({"value": float}).rename(columns={"value": "gain"})
+
+
 def claim_values(sweep: Sweep) -> dict[str, object]:
     """Every claim's value: the sweep's completeness and its failures by role."""
+    gains = hijack_law_gains(sweep)
     runs = sweep.runs()
     return dict(missing_runs=len(sweep.missing), error_runs=int(runs.status.str.startswith("error").sum()),
                 seeds_reused=sweep.seeds_reused(), proof_failures=len(sweep.proof_failures()),
                 sanity_failures=len(sweep.sanity_failures()), excess_failures=int((~sweep.pass_rates().holds).sum()),
                 underpowered=int((sweep.pass_rates().power < MIN_POWER).sum()),
-                evidence_runs_failed=len(sweep.evidence_failures()))
+                evidence_runs_failed=len(sweep.evidence_failures()),
+                hijack_law_gain_max=float(gains.gain.max()) if len(gains) else float("nan"))
 
 
 def record_details(sweep: Sweep) -> dict[str, object]:
@@ -249,4 +257,5 @@ def record_details(sweep: Sweep) -> dict[str, object]:
                 sweep_failures=[*failing.assign(kind="evidence").to_dict("records"),
                                 *sanity.assign(kind="sanity").to_dict("records"),
                                 *proofs.assign(kind="proof").to_dict("records")],
-                runs_per_chapter=sweep.runs().groupby("chapter").size().to_dict())
+                runs_per_chapter=sweep.runs().groupby("chapter").size().to_dict(),
+                hijack_law_gains=hijack_law_gains(sweep).to_dict("records"))

@@ -10,7 +10,6 @@ names in :data:`AVOIDS`, and its ``page`` seeds are its notebook's defaults.
 from __future__ import annotations
 
 LEDGER: dict[str, dict[str, tuple[int, ...] | range]] = {
-    "02_absolute_pinning": dict(page=range(0, 5), pilot=(900, 901, 902), held_out=tuple(range(100, 130))),
     "06_transfer": dict(page=range(0, 3), held_out=tuple(range(300, 320))),
     "10_zoo": dict(page=range(500, 505), revision=range(300, 305), design=range(400, 405),
                    explored=(*range(600, 605), 640), held_out=tuple(range(660, 690))),

@@ -20,6 +20,7 @@ from ..chapters.robustness import MIN_POWER, detection_power
 from ..model.programs import has_position_head
 from . import claims_of
 from .connections import EXTRAPOLATION_ERROR
+from .equivariance import HIJACK_LAW_BAR
 from .sequential_complexity import GROWING_MINIMUM, HINT_GAP, REGISTERED_LBPE_SHARE
 from .transfer import CARRIER_LEVEL
 
@@ -126,8 +127,20 @@ BEYOND = "the book's own"  # claims the abstracts do not make: the book's extens
 PAPER_CLAIMS: tuple[PaperClaim, ...] = (
     PaperClaim("equivariance", PART_I, "Rotary encodings make the logit a function of the offset alone, so the rule learned "
                "at training lengths is reproduced at every longer length.", "01_equivariance",
-               ("toeplitz_f64", "toeplitz_f32", "renormalized_f64", "peak_at_k", "worst_accuracy", "hijack_prediction"),
-               swept=True),
+               ("toeplitz_f64", "toeplitz_f32", "renormalized_f64", "peak_at_k", "worst_accuracy"), swept=True),
+    PaperClaim("hijack-law", BEYOND, "Beyond T the learned kernel's phases act as random: amplitudes measured at T "
+               "predict where a far offset first out-scores the target, better than a constant fitted on other seeds.",
+               "01_equivariance", (),
+               (Limit("01_equivariance", "hijack_judged_share", "<", 0.95,
+                      "only {value:.0%} of the hijack heads learned and were hijacked within the horizon (95 % needed)",
+                      severity="not testable"),
+                Limit("01_equivariance", "hijack_law_gain", ">", HIJACK_LAW_BAR,
+                      "the law's median error exceeds that of a per-offset constant fitted on other seeds by {value:+.2f} "
+                      "decades (bar {threshold}): the first hijack does not follow the head's amplitudes",
+                      severity="does not"),
+                Limit("07_robustness", "hijack_law_gain_max", ">", HIJACK_LAW_BAR,
+                      "on held-out seeds, at some offset, the law's median error exceeds the constant's by {value:+.2f} "
+                      "decades"))),
     PaperClaim("pinning", PART_I, "Learned absolute encodings leave out-of-range positions unconstrained, and the trained "
                "head pins to a fixed absolute position inside the training range.", "02_absolute_pinning",
                ("rows_untouched", "in_range_accuracy", "chance_bound", "argmax_in_range", "pin_predicted",
@@ -318,6 +331,9 @@ class Headline:
 HEADLINES: dict[str, Headline] = {
     "equivariance": Headline("RoPE makes the logit a function of the offset alone, at every length.", "toeplitz_f64",
                              "logit matrix Toeplitz to {value:.1e} (float64)"),
+    "hijack-law": Headline("Amplitudes measured at T predict where a far offset first beats the target.",
+                           "hijack_law_gain", "law minus per-offset constant: {value:+.2f} decades in median error "
+                           "(registered bar −0.10)"),
     "pinning": Headline("Learned APE leaves far positions untrained; far queries pin to one absolute key.",
                         "strict_pin_runs", "one key takes ≥ 90 % of far queries in {value:.0f} of {runs} runs"),
     "coverage": Headline("Trained on every row, APE attends relatively, yet trails RoPE far beyond T.",
@@ -390,7 +406,9 @@ def judge(claim: PaperClaim, records: dict[str, dict]) -> tuple[str, str]:
         return "does not", "failing or missing: " + ", ".join(contradicted)
     fired = [(limit.severity, text) for limit in claim.limits if (text := limit.fires(records))]
     fired += [("not testable", f"not judged (no run qualified): {name}") for name in failed]
-    if not any(checks.get(name, {}).get("role") in ("evidence", "proof") for name in claim.checks):
+    if not claim.checks:
+        fired.append(("partly", "it rests on reported numbers, with no check asserted"))
+    elif not any(checks.get(name, {}).get("role") in ("evidence", "proof") for name in claim.checks):
         fired.append(("partly", "it rests on sanity checks only, which hold by construction for any head that learned"))
     fired += [("not testable", f"too few runs judged: {name} fails") for name in claim.guards
               if checks.get(name, {}).get("passed") is not True]
