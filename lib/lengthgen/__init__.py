@@ -77,4 +77,4 @@ measures), never the claims or the book machinery (what judges and renders).
     ``sphinx_claims``   a Sphinx extension: claim tables and Provenance blocks judged when the book is built
 """
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
