@@ -95,6 +95,19 @@ def constant_errors(hijack: pd.DataFrame) -> pd.Series:
     return errors
 
 
+def calibrated_errors(hijack: pd.DataFrame) -> pd.Series:
+    """Per judged run, the law's ``|log10|`` error after rescaling its prediction by the median ratio observed/predicted
+    of the *other* judged runs at the same offset: what the law's ranking of heads is worth once its bias is removed."""
+    judged = hijack[hijack.judged]
+    errors = pd.Series(math.nan, index=hijack.index)
+    for _, index in judged.groupby("offset").groups.items():
+        for i in index:
+            others = [j for j in index if j != i]
+            if others:
+                errors[i] = abs(judged.signed[i] - judged.signed[others].median())
+    return errors
+
+
 def law_gain(hijack: pd.DataFrame) -> float:
     """Median ``|log10|`` error of the random-phase law minus that of the per-offset constant fitted on other seeds, over
     the judged runs (NaN with fewer than ``MIN_JUDGED``): negative when the law knows more about each head."""
@@ -139,7 +152,7 @@ def hijack_row(head: PositionOnlyHead, cfg: HeadRunConfig, horizon: int) -> tupl
     learned = int(np.argmax(f[:T])) == k
     row = dict(offset=k, seed=cfg.seed, target_logit=float(f[k]), amplitude_sum=float(planes.amplitude.sum()),
                observed=observed, predicted=predicted, learned=learned, judged=learned and observed is not None,
-               signed=math.log10(observed / predicted) if observed is not None and math.isfinite(predicted) else math.nan,
+               signed=math.log10(observed / predicted) if observed is not None else math.nan,  # -inf: law said never
                margin_at_horizon=float(margins[-1]))
     return row, pd.DataFrame(dict(offset=k, seed=cfg.seed, length=horizon_lengths, margin=margins))
 
@@ -200,4 +213,5 @@ def claim_values(study: EquivarianceStudy) -> dict[str, object]:
                 hijack_law_gain=law_gain(hijack),
                 untrained_worst_accuracy=acc[~acc.trained & (acc.metric == "out_of_range")].accuracy.max(),
                 margin_at_horizon_min=hijack.margin_at_horizon.min(), hijack_bias=hijack_bias(hijack),
-                hijack_constant_error=float(constant_errors(hijack).median()))
+                hijack_constant_error=float(constant_errors(hijack).median()),
+                hijack_calibrated_error=float(calibrated_errors(hijack).median()))

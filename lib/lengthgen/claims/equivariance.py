@@ -36,6 +36,9 @@ CLAIMS = (
     reported("margin_at_horizon_min", "smallest margin f(k) - max f beyond T over runs, at the horizon (nats)"),
     reported("hijack_bias", "median signed log10(observed / predicted first hijack) over the judged hijack heads "
              "(positive: the hijack comes later than the law predicts)"),
+    reported("hijack_calibrated_error", "median |log10 error| of the law over the judged hijack heads after rescaling each "
+             "prediction by the median ratio observed/predicted of the other seeds at its offset (the law's ranking of "
+             "heads, its bias removed)"),
     reported("hijack_constant_error", "median |log10 error| of the per-offset constant fitted on the other seeds, over "
              "the judged hijack heads"),
 )
