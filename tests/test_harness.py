@@ -38,7 +38,7 @@ def test_chapter_deletes_its_record_at_start_and_writes_it_at_finish(tmp_path, q
     assert quiet_glue["thr_missing_runs"] == 0
     for name in ("missing_runs", "error_runs", "seeds_reused", "proof_failures"):
         chapter.check(name, 0)
-    for name in ("sanity_failures", "excess_failures", "underpowered", "evidence_runs_failed"):
+    for name in ("sanity_failures", "excess_failures", "underpowered", "evidence_runs_failed", "hijack_law_gain_max"):
         chapter.report(name, 3)
     record = chapter.finish()
     data = json.loads(old.read_text())
@@ -53,7 +53,7 @@ def test_failed_claim_is_recorded_then_raised(tmp_path):
     chapter.check("missing_runs", 2)
     for name in ("error_runs", "seeds_reused", "proof_failures"):
         chapter.check(name, 0)
-    for name in ("sanity_failures", "excess_failures", "underpowered", "evidence_runs_failed"):
+    for name in ("sanity_failures", "excess_failures", "underpowered", "evidence_runs_failed", "hijack_law_gain_max"):
         chapter.report(name, 0)
     with pytest.raises(AssertionError, match="missing_runs"):
         chapter.finish()

@@ -36,11 +36,25 @@ class Parameters(HeadTraining, LengthSweep, Execution):
 
     def memory_gb(self) -> float:
         matrices = 64 * self.longest**2 + 8 * self.eval_batch * (self.longest + 256 * self.vocab)
-        return self.workers * (matrices + 32 * self.horizon * self.dim) / GB
+        kernel = 32 * min(self.horizon, PROFILE_CHUNK) * self.dim + 16 * self.horizon
+        return self.workers * (matrices + kernel) / GB
 
     def memory_rule(self) -> str:
-        return ("per worker: 64 bytes x longest length^2 for the full logit matrices, the evaluation batch, and "
-                "32 bytes x horizon x dim for the kernel out to the horizon")
+        return ("per worker: 64 bytes x longest length^2 for the full logit matrices, the evaluation batch, and for "
+                f"the kernel out to the horizon 32 bytes x dim per offset of a {PROFILE_CHUNK}-offset chunk plus "
+                "16 bytes per offset")
+
+
+PROFILE_CHUNK = 1 << 16  # offsets whose rotated keys are formed at once when the kernel is read out to the horizon
+
+
+@torch.no_grad()
+def long_profile(head: PositionOnlyHead, horizon: int) -> np.ndarray:
+    """``f(D)`` for ``D = 0 .. horizon - 1`` in float64, ``PROFILE_CHUNK`` offsets at a time (bounded memory)."""
+    h = as_dtype(head, torch.float64)
+    parts = [h.offset_logits(torch.arange(start, min(start + PROFILE_CHUNK, horizon)))
+             for start in range(0, horizon, PROFILE_CHUNK)]
+    return torch.cat(parts).cpu().numpy()
 
 
 @torch.no_grad()
@@ -144,7 +158,7 @@ def hijack_row(head: PositionOnlyHead, cfg: HeadRunConfig, horizon: int) -> tupl
     """The margin beyond T out to the horizon, the first hijack and its random-phase prediction, for one head; the run
     is judged when the head learned (its in-range kernel peaks at ``k``) and a far offset beats the target in range."""
     T, k = cfg.train_length, cfg.offset
-    f = offset_profile(head, horizon).numpy()
+    f = long_profile(head, horizon)
     horizon_lengths = doubling_lengths(T, horizon // T)[1:]  # lengths beyond T, doubling out to the horizon
     margins, observed = hijack_curve(f, k, T, horizon_lengths)
     planes = planes_of(head)

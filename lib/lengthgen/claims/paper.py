@@ -333,20 +333,22 @@ class Headline:
 HEADLINES: dict[str, Headline] = {
     "equivariance": Headline("RoPE makes the logit a function of the offset alone, at every length.", "toeplitz_f64",
                              "logit matrix Toeplitz to {value:.1e} (float64)"),
-    "hijack-law": Headline("Amplitudes measured at T predict where a far offset first beats the target.",
-                           "hijack_law_gain", "law minus per-offset constant: {value:+.2f} decades in median error "
-                           "(registered bar −0.10)"),
+    "hijack-law": Headline("Plane amplitudes measured at T predict where a far offset first beats the target.",
+                           "hijack_law_error", "law misses by {value:.2f} decades, other seeds' value by "
+                           "{c[hijack_constant_error]:.3f} (law needed "
+                           f"{-HIJACK_LAW_BAR:.1f} better)"),
     "pinning": Headline("Learned APE leaves far positions untrained; far queries pin to one absolute key.",
                         "strict_pin_runs", "one key takes ≥ 90 % of far queries in {value:.0f} of {runs} runs"),
-    "coverage": Headline("Trained on every row, APE escapes the pin, yet trails RoPE far beyond T.",
-                         "windows_far_accuracy", "accuracy {value:.2f} at 16T against RoPE's {c[rope_far_accuracy]:.2f}; "
-                         "t − k tops {c[windows_relative_far]:.0%} of queries in [8T, 16T)"),
+    "coverage": Headline("Trained at every position, APE stops pinning to one key, yet trails RoPE far out.",
+                         "windows_far_accuracy",
+                         "accuracy {value:.2f} at 16T vs RoPE's {c[rope_far_accuracy]:.2f}; t − k tops only "
+                         "{c[windows_relative_far]:.0%} of queries in [8T, 16T)"),
     "carrier": Headline("A rotary head learns a low-rank carrier aligned with the target offset.", "rank_gap_max",
                         "random-phase kernels are as low-rank (effective ranks differ by ≤ {value:.1f})"),
-    "dilution": Headline("Accuracy decays gracefully beyond the training length, as an attention-dilution law predicts.",
+    "dilution": Headline("Accuracy decays gracefully beyond T, as an attention-dilution law predicts.",
                          "dilution_half_length", "the pure law misplaces the collapse by a median {value:.1f} doublings"),
-    "linear-control": Headline("Without softmax normalization, training picks a min-norm interpolant that does not "
-                               "extrapolate.", "law_squared",
+    "linear-control": Headline("Without softmax normalization, training picks a min-norm interpolant that fails "
+                               "beyond T.", "law_squared",
                                "our collapse law misses a normalized non-softmax head by {value:.2f} in accuracy"),
     "transfer-phenomenon": Headline("In a multi-layer transformer, RoPE generalizes beyond T and APE does not.",
                                     "rope_out_of_range_16T", "RoPE beats APE by {c[rope_minus_ape_2T]:.2f} at 2T, "
