@@ -319,7 +319,7 @@ def test_the_verdict_rules_count_the_checks_behind_them():
     records = {claim.chapter: dict(checks=[dict(name=name, role="evidence") for name in claim.checks]),
                "07_robustness": dict(details=dict(pass_rates=[{}] * 7))}
     rules = " ".join(paper.verdict_rules(records))
-    assert f"rest on {len(claim.checks)} evidence checks" in rules and "any of the 7 held-out tests" in rules
+    assert f"rest on {len(claim.checks)} of the chapters' evidence checks" in rules and "any of the 7 held-out tests" in rules
     assert f"at most {7 * paper.SIGNIFICANCE:.2f}" in rules
     assert all(len(sentence.split()) <= 40 for sentence in paper.verdict_rules(records))
 

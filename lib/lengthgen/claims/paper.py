@@ -476,8 +476,9 @@ def verdict_rules(records: dict[str, dict]) -> list[str]:
         "*not testable here*: the checks judged too few runs, because the networks did not learn the tasks in range.",
         "*does not*: a check fails, or a measured number contradicts the claim's core; the reason says what holds "
         "instead.",
-        f"The verdicts rest on {evidence_checks(records)} evidence checks, each a fixed threshold rather than a test "
-        "with an error rate; a claim needs all of its checks, so adding checks makes *reproduces* harder to earn.",
+        f"The verdicts rest on {evidence_checks(records)} of the chapters' evidence checks, each a fixed threshold "
+        "rather than a test with an error rate; a claim needs all of its checks, so adding checks makes *reproduces* "
+        "harder to earn.",
         f"If every claim fails on at most {TOLERATED_FAILURE_RATE:.0%} of held-out runs, the chance that any of the "
         f"{tests} held-out tests (each at level {SIGNIFICANCE:g}) wrongly flags one is at most "
         f"{tests * SIGNIFICANCE:.2f} (Bonferroni).",
