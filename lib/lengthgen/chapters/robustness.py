@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -238,16 +239,36 @@ def hijack_law_gains(sweep: Sweep) -> pd.DataFrame:
     return rows[["offset", "setting", "value"]].astype({"value": float}).rename(columns={"value": "gain"})
 
 
+def pooled_share(sweep: Sweep, chapter: str, hits: str, trials: str) -> dict[str, float]:
+    """A count reported by every held-out run of a chapter, pooled over the runs: share, exact 95 % interval, trials."""
+    rows = sweep.reported[sweep.reported.chapter == chapter]
+    total = lambda name: int(rows[rows.name == name].value.astype(float).sum())  # noqa: E731 - sum over runs
+    n, k = total(trials), total(hits)
+    low, high = binomial_interval(k, n, 0.95) if n else (math.nan, math.nan)
+    return dict(share=k / n if n else math.nan, low=low, high=high, hits=k, trials=n)
+
+
+def dilution_shares(sweep: Sweep) -> dict[str, dict[str, float]]:
+    """Chapter 4's in-range law and its predicted delay under logit scaling, pooled over the held-out runs."""
+    chapter = "04_dilution_law"
+    return dict(in_range=pooled_share(sweep, chapter, "in_range_within_runs", "in_range_runs"),
+                delay=pooled_share(sweep, chapter, "delay_within_runs", "delay_judged"),
+                delayed=pooled_share(sweep, chapter, "delayed_runs", "delay_judged"))
+
+
 def claim_values(sweep: Sweep) -> dict[str, object]:
     """Every claim's value: the sweep's completeness and its failures by role."""
     gains = hijack_law_gains(sweep)
+    shares = dilution_shares(sweep)
     runs = sweep.runs()
     return dict(missing_runs=len(sweep.missing), error_runs=int(runs.status.str.startswith("error").sum()),
                 seeds_reused=sweep.seeds_reused(), proof_failures=len(sweep.proof_failures()),
                 sanity_failures=len(sweep.sanity_failures()), excess_failures=int((~sweep.pass_rates().holds).sum()),
                 underpowered=int((sweep.pass_rates().power < MIN_POWER).sum()),
                 evidence_runs_failed=len(sweep.evidence_failures()),
-                hijack_law_gain_max=float(gains.gain.max()) if len(gains) else float("nan"))
+                hijack_law_gain_max=float(gains.gain.max()) if len(gains) else float("nan"),
+                in_range_share=shares["in_range"]["share"], delay_share=shares["delay"]["share"],
+                delayed_share=shares["delayed"]["share"])
 
 
 def record_details(sweep: Sweep) -> dict[str, object]:
@@ -258,4 +279,4 @@ def record_details(sweep: Sweep) -> dict[str, object]:
                                 *sanity.assign(kind="sanity").to_dict("records"),
                                 *proofs.assign(kind="proof").to_dict("records")],
                 runs_per_chapter=sweep.runs().groupby("chapter").size().to_dict(),
-                hijack_law_gains=hijack_law_gains(sweep).to_dict("records"))
+                hijack_law_gains=hijack_law_gains(sweep).to_dict("records"), dilution_shares=dilution_shares(sweep))

@@ -8,6 +8,8 @@ from typing import Any
 from ..chapters.dilution_law import HALF_LENGTH_OCTAVES
 from . import Claim, reported
 
+IN_RANGE_SHARE = 0.9  # the in-range law and its predicted delay hold when at least this share of runs is within the bar
+
 
 def paths_tolerance(p: Any) -> float:
     """Four binomial standard errors of the difference of two accuracies near 1/2, each over ``eval_batch`` sequences."""
@@ -40,4 +42,17 @@ CLAIMS = (
     reported("wrap_slope", "slope of log observed half-accuracy length against log(1/theta_min) across bases "
              "(1: the collapse scales with the slowest plane's period)"),
     reported("closed_form_max_error", "largest |closed-form Gaussian accuracy - observed| (non-saturated points)"),
+    reported("in_range_runs", "runs the in-range law is judged on (every run)"),
+    reported("in_range_within_runs", "runs whose collapse the in-range law places within one doubling (the law holds "
+             f"if at least {IN_RANGE_SHARE:.0%} of runs are)"),
+    reported("in_range_half_length", "median |log2(predicted / observed half-accuracy length)| of the in-range law"),
+    reported("delay_judged", "runs with a delay to judge: the head collapses within the horizon and the in-range law "
+             "predicts a collapse"),
+    reported("delay_within_runs", "judged runs whose delay under logit scaling by log L / log T the in-range law "
+             f"predicts within one doubling (it holds if at least {IN_RANGE_SHARE:.0%} of them are)"),
+    reported("delayed_runs", "judged runs whose collapse logit scaling delays by at least one doubling (a collapse by "
+             "a far key out-scoring the target would not move)"),
+    reported("delay_median", "median observed delay of the collapse under logit scaling, in doublings (a lower bound "
+             "where the scaled head holds to the horizon)"),
+    reported("delay_in_range_median", "median delay the in-range law predicts, in doublings"),
 )

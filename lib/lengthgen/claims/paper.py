@@ -20,6 +20,7 @@ from ..chapters.robustness import MIN_POWER, detection_power
 from ..model.programs import has_position_head
 from . import claims_of
 from .connections import EXTRAPOLATION_ERROR
+from .dilution_law import IN_RANGE_SHARE
 from .equivariance import HIJACK_LAW_BAR
 from .sequential_complexity import GROWING_MINIMUM, HINT_GAP, REGISTERED_LBPE_SHARE
 from .transfer import CARRIER_LEVEL
@@ -83,6 +84,15 @@ def growing_runs(checks: dict[str, dict]) -> float:
     """Learned held-out runs in cells where SRC grows, on chapter 12's first and added tasks: what the 'only if' judges."""
     return sum(checks.get(name, {}).get("value", math.nan) for name in ("held_out_growing_runs",
                                                                          "held_out_added_growing_runs"))
+
+
+def share_of(hits: str, trials: str) -> Callable[[dict[str, dict]], float]:
+    """The share ``hits / trials`` of two counts a chapter reports (NaN where nothing was judged)."""
+    def value(checks: dict[str, dict]) -> float:
+        n = checks.get(trials, {}).get("value", math.nan)
+        return checks.get(hits, {}).get("value", math.nan) / n if n else math.nan
+
+    return value
 
 
 def invariant_misses(checks: dict[str, dict]) -> float:
@@ -169,6 +179,21 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                       "the paper's (pure) dilution law misplaces the half-accuracy length by a median {value:.1f} octaves; "
                       "what holds instead is a two-scale law that keeps the slow planes' phases beyond T",
                       severity="does not"),), swept=True),
+    PaperClaim("dilution-in-range", BEYOND, "Read in range only, the kernel predicts the collapse and how far scaling "
+               "logits by log L / log T delays it.", "04_dilution_law", (),
+               (Limit("04_dilution_law", "delay_judged", "==", 0,
+                      "no run collapsed within the horizon with a collapse the law predicts: no delay to judge",
+                      severity="not testable"),
+                Limit("04_dilution_law", "in_range_within_runs", "<", IN_RANGE_SHARE,
+                      "the in-range law places the collapse within a doubling in {value:.0%} of runs ({threshold:.0%} "
+                      "needed)", severity="does not", value=share_of("in_range_within_runs", "in_range_runs")),
+                Limit("04_dilution_law", "delay_within_runs", "<", IN_RANGE_SHARE,
+                      "it predicts the delay under logit scaling within a doubling in {value:.0%} of judged runs",
+                      severity="does not", value=share_of("delay_within_runs", "delay_judged")),
+                Limit("07_robustness", "in_range_share", "<", IN_RANGE_SHARE,
+                      "on held-out seeds the in-range law holds in {value:.0%} of runs"),
+                Limit("07_robustness", "delay_share", "<", IN_RANGE_SHARE,
+                      "on held-out seeds it predicts the delay in {value:.0%} of judged runs"))),
     PaperClaim("linear-control", PART_I, "Without softmax normalization, training selects a min-norm interpolant that does "
                "not extrapolate.", "05_linear_control",
                ("sgd_to_pinv", "law_linear", "linear_longest", "softmax_beats_linear", "no_interpolant_extrapolates",
@@ -347,6 +372,9 @@ HEADLINES: dict[str, Headline] = {
                         "random-phase kernels are as low-rank (effective ranks differ by ≤ {value:.1f})"),
     "dilution": Headline("Accuracy decays gracefully beyond T, as an attention-dilution law predicts.",
                          "dilution_half_length", "the pure law misplaces the collapse by a median {value:.1f} doublings"),
+    "dilution-in-range": Headline("In-range quantities predict the collapse and its delay under logit scaling.",
+                                  "delayed_runs", "scaling delays {value:.0f} of {c[delay_judged]:.0f} collapses a "
+                                  "doubling or more; law right on {c[delay_within_runs]:.0f}"),
     "linear-control": Headline("Without softmax normalization, training picks a min-norm interpolant that fails "
                                "beyond T.", "law_squared",
                                "our collapse law misses a normalized non-softmax head by {value:.2f} in accuracy"),

@@ -26,6 +26,12 @@ CLAIMS = (
              reason="The test's power: a claim failing in three runs of ten does not hold, and a test that would miss "
                     "that more often than one time in five cannot call it held."),
     reported("evidence_runs_failed", "per-run evidence verdicts that fail across the sweep (listed in the chapter)"),
+    reported("in_range_share", "share of the held-out runs of chapter 4 whose collapse the in-range law places within one "
+             "doubling (pooled; the law holds at 90 %)"),
+    reported("delay_share", "share of the judged held-out runs of chapter 4 whose delay under logit scaling the in-range "
+             "law predicts within one doubling (pooled; it holds at 90 %)"),
+    reported("delayed_share", "share of the judged held-out runs of chapter 4 whose collapse logit scaling delays by at "
+             "least one doubling"),
     reported("hijack_law_gain_max", "largest, over the held-out runs of chapter 1 (one offset, ten seeds each), median "
              "|log10 error| of the first-hijack law minus that of a per-offset constant fitted on the other seeds"),
 )

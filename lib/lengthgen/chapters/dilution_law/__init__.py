@@ -43,7 +43,7 @@ from ...model.seeding import generator
 from ...model.tasks import task_batch
 from ...model.training import TrainedRun
 from ..common import GB, Execution, HeadTraining, head_run_configs, map_stacked
-from .law import law_accuracy, law_masses, mass_per_token, monte_carlo_accuracy, snr_accuracy
+from .law import law_accuracy, law_masses, logit_scale, mass_per_token, monte_carlo_accuracy, scaled, snr_accuracy
 
 HALF_LENGTH_OCTAVES = 1  # half_length's bar, also what counts a run against the pure dilution law
 
@@ -171,6 +171,22 @@ def log2_error(predicted: float, observed: float, horizon: int) -> float:
     return abs(math.log2(predicted / observed))
 
 
+def delays(observed: float, observed_scaled: float, predicted: float, predicted_scaled: float,
+           horizon: int) -> dict[str, float]:
+    """How far logit scaling moves the collapse, in doublings: observed, predicted by the in-range law, and the error.
+
+    The predicted delay is applied to the observed collapse, so the error judges the delay, not where the law placed
+    the unscaled collapse. A run whose head does not collapse within the horizon, or whose law predicts no unscaled
+    collapse, has no delay to judge (NaN). A scaled collapse beyond the horizon is censored there.
+    """
+    if math.isinf(observed) or math.isinf(predicted):
+        return dict(delay_observed=math.nan, delay_in_range=math.nan, delay_error=math.nan, delay_censored=math.nan)
+    delay = math.log2(predicted_scaled / predicted)  # inf when the law's scaled head never collapses
+    return dict(delay_observed=math.log2(min(observed_scaled, horizon) / observed), delay_in_range=delay,
+                delay_error=log2_error(observed * 2**delay, observed_scaled, horizon),
+                delay_censored=float(math.isinf(observed_scaled)))
+
+
 # -- the study ----------------------------------------------------------------------------------
 def peak_memory_mb() -> float:
     """Peak resident memory of this process so far, in MB (Linux ``ru_maxrss`` is in kB)."""
@@ -204,12 +220,17 @@ def measure_run(run: TrainedRun, p: Parameters, lengths: list[int]) -> tuple[pd.
     rows = []
     for n in lengths:
         seed_of = lambda name, n=n: generator(cfg.seed, f"dilution-{name}-{n}")  # noqa: E731 - one stream per quantity
+        s = logit_scale(n, T)
         rows.append(dict(
             length=n,
             observed=observed_last_accuracy(row, readout, k, n, p.eval_batch, seed_of("eval")),
             forward=forward_last_accuracy(head, cfg, n, p.eval_batch) if n <= p.forward_factor * T else math.nan,
             law=law_accuracy(planes, readout, k, T, n, p.mc_samples, seed_of("law"), p.turns),
             dilution=law_accuracy(planes, readout, k, T, n, p.mc_samples, seed_of("weyl"), None),
+            in_range=law_accuracy(planes, readout, k, T, n, p.mc_samples, seed_of("in-range"), p.turns, in_range=True),
+            observed_scaled=observed_last_accuracy(row * s, readout, k, n, p.eval_batch, seed_of("eval-scaled")),
+            in_range_scaled=law_accuracy(scaled(planes, s), readout, k, T, n, p.mc_samples, seed_of("in-range-scaled"),
+                                         p.turns, in_range=True),
             monte_carlo=monte_carlo_accuracy(row, readout, k, n, p.mc_samples, seed_of("mc"), p.exact_offsets),
             closed_form=snr_accuracy(row, readout, k, n),
         ))
@@ -218,11 +239,15 @@ def measure_run(run: TrainedRun, p: Parameters, lengths: list[int]) -> tuple[pd.
         mass=target_mass(row, k, lengths),
         mass_law=law_masses(planes, k, T, lengths, p.turns),
         mass_dilution=law_masses(planes, k, T, lengths, None),
+        mass_in_range=law_masses(planes, k, T, lengths, p.turns, in_range=True),
     )
     horizon = lengths[-1]
     observed_half = half_length(lengths, curves.observed.to_numpy())
     law_half = half_length(lengths, curves.law.to_numpy())
     dilution_half = half_length(lengths, curves.dilution.to_numpy())
+    in_range_half = half_length(lengths, curves.in_range.to_numpy())
+    scaled_half = half_length(lengths, curves.observed_scaled.to_numpy())
+    in_range_scaled_half = half_length(lengths, curves.in_range_scaled.to_numpy())
     beyond = curves[curves.length > T]
     both = curves.dropna(subset=["forward"])
     non_saturated = (curves.observed < 0.99) | (curves.monte_carlo < 0.99)
@@ -232,6 +257,9 @@ def measure_run(run: TrainedRun, p: Parameters, lengths: list[int]) -> tuple[pd.
                    half_observed=observed_half, half_law=law_half, half_dilution=dilution_half,
                    half_error=log2_error(law_half, observed_half, horizon),
                    dilution_error=log2_error(dilution_half, observed_half, horizon),
+                   half_in_range=in_range_half, in_range_error=log2_error(in_range_half, observed_half, horizon),
+                   half_scaled=scaled_half, half_in_range_scaled=in_range_scaled_half,
+                   **delays(observed_half, scaled_half, in_range_half, in_range_scaled_half, horizon),
                    mass_log_error=float(np.abs(np.log10(beyond.mass_law / beyond.mass)).max()),
                    dilution_mass_log_error=float(np.abs(np.log10(beyond.mass_dilution / beyond.mass)).max()),
                    **{f"mass_error_turns_{t:g}": mass_log_error(planes, k, T, beyond, t) for t in TURNS_SENSITIVITY},
@@ -304,4 +332,17 @@ def claim_values(study: DilutionStudy) -> dict[str, object]:
                 peak_memory_mb=max(per_run.peak_rss_mb.max(), peak_memory_mb()),
                 dilution_half_length=per_run.dilution_error.median(),
                 dilution_fails_runs=int((per_run.dilution_error > HALF_LENGTH_OCTAVES).sum()),
-                wrap_slope=wrap_slope(per_run), closed_form_max_error=per_run.closed_form_error.max())
+                wrap_slope=wrap_slope(per_run), closed_form_max_error=per_run.closed_form_error.max(),
+                **in_range_values(per_run))
+
+
+def in_range_values(per_run: pd.DataFrame) -> dict[str, float]:
+    """The in-range law and the logit-scaling intervention, counted over runs (the robustness chapter pools the counts)."""
+    judged = per_run.dropna(subset=["delay_error"])
+    return dict(in_range_runs=len(per_run),
+                in_range_within_runs=int((per_run.in_range_error <= HALF_LENGTH_OCTAVES).sum()),
+                in_range_half_length=float(per_run.in_range_error.median()),
+                delay_judged=len(judged), delay_within_runs=int((judged.delay_error <= HALF_LENGTH_OCTAVES).sum()),
+                delayed_runs=int((judged.delay_observed >= HALF_LENGTH_OCTAVES).sum()),
+                delay_median=float(judged.delay_observed.median()) if len(judged) else math.nan,
+                delay_in_range_median=float(judged.delay_in_range.median()) if len(judged) else math.nan)

@@ -3,9 +3,12 @@ planes and the readout measured at T (in closed form and by Monte Carlo)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
-from scipy.special import i0
+from scipy.optimize import brentq
+from scipy.special import i0, i0e, i1e
 from scipy.stats import norm
 
 from ...analysis.planes import Planes, plane_sum
@@ -30,12 +33,71 @@ def far_moments(planes: Planes, train_length: int, length: int, turns: float | N
     return first, second
 
 
-def law_masses(planes: Planes, offset: int, train_length: int, lengths: list[int], turns: float | None) -> np.ndarray:
-    """``p(L)`` of the last query under a law (see :func:`far_moments`), the in-range logits taken from the planes."""
+def quenched_log_sum(amplitude: np.ndarray, count: int, beta: float) -> float:
+    """Typical ``log sum_{D<count} e^{beta X_D}`` for ``X_D = sum_m a_m cos(U_{D,m})``, the ``U`` independent and uniform.
+
+    The random-energy model's answer: ``log count + Lambda(beta)`` (``Lambda(t) = sum_m log I_0(t a_m)``, the annealed
+    average that :func:`far_moments` uses) while ``count`` draws reach the energies that dominate that average, and
+    otherwise ``beta x``, with ``x`` the largest of ``count`` draws (the rate function of ``X`` equal to ``log count``):
+    the sum is then carried by a few offsets, not by their average.
+    """
+    if count <= 0:
+        return -math.inf
+    a = np.asarray(amplitude, dtype=np.float64)
+    log_n = math.log(count)
+    if not len(a):
+        return log_n
+    cumulant = lambda t: float(np.sum(np.log(i0e(t * a)) + t * a))  # noqa: E731 - Lambda(t), overflow-free
+    slope = lambda t: float(np.sum(a * i1e(t * a) / i0e(t * a)))  # noqa: E731 - Lambda'(t)
+    rate_gap = lambda t: t * slope(t) - cumulant(t) - log_n  # noqa: E731 - rate function at Lambda'(t), minus log count
+    if rate_gap(beta) <= 0:
+        return log_n + cumulant(beta)
+    return beta * slope(brentq(rate_gap, 0.0, beta))
+
+
+def in_range_moments(planes: Planes, train_length: int, length: int, turns: float, shift: float) -> tuple[float, float]:
+    """``M1`` and ``M2`` of the far offsets under the in-range law: no logit beyond ``T`` is evaluated.
+
+    Planes that turn at least ``turns`` full circles over ``[T, L)`` are random energies
+    (:func:`quenched_log_sum`); the others are frozen at their value at the last trained offset ``T - 1``.
+    """
+    count = max(length - train_length, 0)
+    if count == 0:
+        return 0.0, 0.0
+    a = planes.amplitude
+    fast = planes.freqs * count >= 2 * np.pi * turns
+    edge = float(plane_sum(a[~fast], planes.phase[~fast], planes.freqs[~fast], np.array([train_length - 1]))[0]
+                 if (~fast).any() else 0.0)
+    first = quenched_log_sum(a[fast], count, 1.0) + edge - shift
+    second = quenched_log_sum(a[fast], count, 2.0) + 2 * (edge - shift)
+    return math.exp(first), math.exp(second)
+
+
+def logit_scale(length: int, train_length: int) -> float:
+    """The inference-time logit multiplier ``max(1, log L / log T)`` (Chiang & Cholak 2022; scalable softmax)."""
+    return max(1.0, math.log(length) / math.log(train_length))
+
+
+def scaled(planes: Planes, scale: float) -> Planes:
+    """The planes of the kernel ``scale * f``: every amplitude times ``scale``."""
+    return Planes(planes.freqs, planes.amplitude * scale, planes.phase)
+
+
+def far_mass(planes: Planes, train_length: int, length: int, turns: float | None, shift: float,
+             in_range: bool) -> tuple[float, float]:
+    """The far tail's two moments under the two-scale or pure law (:func:`far_moments`) or the in-range law."""
+    if in_range:
+        return in_range_moments(planes, train_length, length, turns if turns is not None else 0.0, shift)
+    return far_moments(planes, train_length, length, turns, shift)
+
+
+def law_masses(planes: Planes, offset: int, train_length: int, lengths: list[int], turns: float | None,
+               in_range: bool = False) -> np.ndarray:
+    """``p(L)`` of the last query under a law (see :func:`far_mass`), the in-range logits taken from the planes."""
     near = planes.profile(np.arange(train_length))
     shift = near.max()
     z_t = np.exp(near - shift).sum()
-    return np.array([np.exp(near[offset] - shift) / (z_t + far_moments(planes, train_length, n, turns, shift)[0])
+    return np.array([np.exp(near[offset] - shift) / (z_t + far_mass(planes, train_length, n, turns, shift, in_range)[0])
                      for n in lengths])
 
 
@@ -84,12 +146,12 @@ def monte_carlo_accuracy(row: torch.Tensor, readout: torch.Tensor, offset: int, 
 
 
 def law_accuracy(planes: Planes, readout: torch.Tensor, offset: int, train_length: int, length: int, samples: int,
-                 gen: torch.Generator, turns: float | None) -> float:
+                 gen: torch.Generator, turns: float | None, in_range: bool = False) -> float:
     """Accuracy predicted by a law: in-range weights from the in-range logits, the far offsets from the law's moments."""
     near = planes.profile(np.arange(min(length, train_length)))
     shift = near.max()
     weights = torch.from_numpy(np.exp(near - shift))
-    first, second = far_moments(planes, train_length, length, turns, shift)
+    first, second = far_mass(planes, train_length, length, turns, shift, in_range)
     others = torch.cat([weights[:offset], weights[offset + 1 :]])
     return weights_accuracy(float(weights[offset]), others, first, second, readout, samples, gen)
 
