@@ -252,8 +252,10 @@ def dilution_shares(sweep: Sweep) -> dict[str, dict[str, float]]:
     """Chapter 4's in-range law and its predicted delay under logit scaling, pooled over the held-out runs."""
     chapter = "04_dilution_law"
     return dict(in_range=pooled_share(sweep, chapter, "in_range_within_runs", "in_range_runs"),
+                in_range_constant=pooled_share(sweep, chapter, "in_range_constant_within_runs", "in_range_constant_runs"),
                 delay=pooled_share(sweep, chapter, "delay_within_runs", "delay_judged"),
-                delayed=pooled_share(sweep, chapter, "delayed_runs", "delay_judged"))
+                delay_zero=pooled_share(sweep, chapter, "delay_zero_within_runs", "delay_zero_judged"),
+                delayed=pooled_share(sweep, chapter, "delayed_runs", "delay_runs"))
 
 
 def claim_values(sweep: Sweep) -> dict[str, object]:
@@ -267,8 +269,7 @@ def claim_values(sweep: Sweep) -> dict[str, object]:
                 underpowered=int((sweep.pass_rates().power < MIN_POWER).sum()),
                 evidence_runs_failed=len(sweep.evidence_failures()),
                 hijack_law_gain_max=float(gains.gain.max()) if len(gains) else float("nan"),
-                in_range_share=shares["in_range"]["share"], delay_share=shares["delay"]["share"],
-                delayed_share=shares["delayed"]["share"])
+                **{f"{name}_share": share["share"] for name, share in shares.items()})
 
 
 def record_details(sweep: Sweep) -> dict[str, object]:

@@ -30,8 +30,11 @@ CLAIMS = (
              "doubling (pooled; the law holds at 90 %)"),
     reported("delay_share", "share of the judged held-out runs of chapter 4 whose delay under logit scaling the in-range "
              "law predicts within one doubling (pooled; it holds at 90 %)"),
-    reported("delayed_share", "share of the judged held-out runs of chapter 4 whose collapse logit scaling delays by at "
-             "least one doubling"),
+    reported("in_range_constant_share", "the same share for the baseline: the geometric mean of the other seeds' "
+             "collapses at the same offset and base"),
+    reported("delay_zero_share", "the same share for the baseline 'no delay'"),
+    reported("delayed_share", "share of the collapses of the held-out heads of chapter 4 that logit scaling delays by "
+             "at least one doubling"),
     reported("hijack_law_gain_max", "largest, over the held-out runs of chapter 1 (one offset, ten seeds each), median "
              "|log10 error| of the first-hijack law minus that of a per-offset constant fitted on the other seeds"),
 )

@@ -46,6 +46,8 @@ from ..common import GB, Execution, HeadTraining, head_run_configs, map_stacked
 from .law import law_accuracy, law_masses, logit_scale, mass_per_token, monte_carlo_accuracy, scaled, snr_accuracy
 
 HALF_LENGTH_OCTAVES = 1  # half_length's bar, also what counts a run against the pure dilution law
+ONSET_ACCURACY = 0.99  # decay "starts" at the last length where observed accuracy is still at least this; a head
+# below it at T has not learned, and the in-range law and the delay do not judge it
 
 @dataclass(frozen=True)
 class Parameters(HeadTraining, Execution):
@@ -171,19 +173,36 @@ def log2_error(predicted: float, observed: float, horizon: int) -> float:
     return abs(math.log2(predicted / observed))
 
 
-def delays(observed: float, observed_scaled: float, predicted: float, predicted_scaled: float,
-           horizon: int) -> dict[str, float]:
-    """How far logit scaling moves the collapse, in doublings: observed, predicted by the in-range law, and the error.
+def judged_log2_error(predicted: float, observed: float, horizon: int) -> float:
+    """``|log2(predicted / observed)|`` where it can decide against the one-doubling bar, else NaN (*not judged*).
 
-    The predicted delay is applied to the observed collapse, so the error judges the delay, not where the law placed
-    the unscaled collapse. A run whose head does not collapse within the horizon, or whose law predicts no unscaled
-    collapse, has no delay to judge (NaN). A scaled collapse beyond the horizon is censored there.
+    A length beyond the horizon is known only as a bound. With one side beyond it, the error is at least
+    ``log2(horizon / other)``: a miss when that exceeds the bar, undetermined otherwise; with both beyond, undetermined.
     """
+    if math.isinf(observed) and math.isinf(predicted):
+        return math.nan
     if math.isinf(observed) or math.isinf(predicted):
-        return dict(delay_observed=math.nan, delay_in_range=math.nan, delay_error=math.nan, delay_censored=math.nan)
-    delay = math.log2(predicted_scaled / predicted)  # inf when the law's scaled head never collapses
+        bound = math.log2(horizon / min(observed, predicted))
+        return bound if bound > HALF_LENGTH_OCTAVES else math.nan
+    return abs(math.log2(predicted / observed))
+
+
+def delays(learned: bool, observed: float, observed_scaled: float, predicted: float, predicted_scaled: float,
+           horizon: int) -> dict[str, float]:
+    """How far logit scaling moves the collapse, in doublings: observed, predicted by the in-range law, and the errors
+    of the law and of "no delay" (what a far key out-scoring the target predicts), each judged as
+    :func:`judged_log2_error` says.
+
+    The predicted delay is applied to the observed collapse. A head that did not learn, or does not collapse within the
+    horizon, has no delay (NaN); a law that predicts no collapse to delay misses.
+    """
+    if not learned or math.isinf(observed):
+        return dict(delay_observed=math.nan, delay_in_range=math.nan, delay_error=math.nan, delay_zero_error=math.nan,
+                    delay_censored=math.nan)
+    delay = math.log2(predicted_scaled / predicted) if not math.isinf(predicted) else math.nan
+    error = judged_log2_error(observed * 2**delay, observed_scaled, horizon) if delay == delay else math.inf
     return dict(delay_observed=math.log2(min(observed_scaled, horizon) / observed), delay_in_range=delay,
-                delay_error=log2_error(observed * 2**delay, observed_scaled, horizon),
+                delay_error=error, delay_zero_error=judged_log2_error(observed, observed_scaled, horizon),
                 delay_censored=float(math.isinf(observed_scaled)))
 
 
@@ -201,6 +220,11 @@ class DilutionStudy:
     curves: pd.DataFrame  # base, offset, seed, length, observed, forward, law, dilution, monte_carlo, closed_form, masses
     per_run: pd.DataFrame  # base, offset, seed, theta_min, half-accuracy lengths (observed, law, dilution), errors, ...
     kernels: pd.DataFrame  # base, offset, seed, delta, logit: f on [0, 4T)
+
+    @property
+    def horizon(self) -> int:
+        """The longest evaluated length: a collapse beyond it is known only as a bound."""
+        return int(self.curves.length.max())
 
 
 def mass_log_error(planes: Planes, offset: int, train_length: int, beyond: pd.DataFrame, turns: float) -> float:
@@ -248,6 +272,7 @@ def measure_run(run: TrainedRun, p: Parameters, lengths: list[int]) -> tuple[pd.
     in_range_half = half_length(lengths, curves.in_range.to_numpy())
     scaled_half = half_length(lengths, curves.observed_scaled.to_numpy())
     in_range_scaled_half = half_length(lengths, curves.in_range_scaled.to_numpy())
+    learned = bool(curves.observed[curves.length == T].min() >= ONSET_ACCURACY)  # judged only if it learned at T
     beyond = curves[curves.length > T]
     both = curves.dropna(subset=["forward"])
     non_saturated = (curves.observed < 0.99) | (curves.monte_carlo < 0.99)
@@ -257,9 +282,10 @@ def measure_run(run: TrainedRun, p: Parameters, lengths: list[int]) -> tuple[pd.
                    half_observed=observed_half, half_law=law_half, half_dilution=dilution_half,
                    half_error=log2_error(law_half, observed_half, horizon),
                    dilution_error=log2_error(dilution_half, observed_half, horizon),
-                   half_in_range=in_range_half, in_range_error=log2_error(in_range_half, observed_half, horizon),
+                   learned=learned, half_in_range=in_range_half,
+                   in_range_error=judged_log2_error(in_range_half, observed_half, horizon) if learned else math.nan,
                    half_scaled=scaled_half, half_in_range_scaled=in_range_scaled_half,
-                   **delays(observed_half, scaled_half, in_range_half, in_range_scaled_half, horizon),
+                   **delays(learned, observed_half, scaled_half, in_range_half, in_range_scaled_half, horizon),
                    mass_log_error=float(np.abs(np.log10(beyond.mass_law / beyond.mass)).max()),
                    dilution_mass_log_error=float(np.abs(np.log10(beyond.mass_dilution / beyond.mass)).max()),
                    **{f"mass_error_turns_{t:g}": mass_log_error(planes, k, T, beyond, t) for t in TURNS_SENSITIVITY},
@@ -282,7 +308,6 @@ def measure_trained(run: TrainedRun, job: tuple[Parameters, list[int]]) -> tuple
     return curves, summary, profile
 
 
-ONSET_ACCURACY = 0.99  # decay "starts" at the last length where observed accuracy is still at least this
 
 
 def decay_onsets(curves: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame:
@@ -333,16 +358,35 @@ def claim_values(study: DilutionStudy) -> dict[str, object]:
                 dilution_half_length=per_run.dilution_error.median(),
                 dilution_fails_runs=int((per_run.dilution_error > HALF_LENGTH_OCTAVES).sum()),
                 wrap_slope=wrap_slope(per_run), closed_form_max_error=per_run.closed_form_error.max(),
-                **in_range_values(per_run))
+                **in_range_values(per_run, study.horizon))
 
 
-def in_range_values(per_run: pd.DataFrame) -> dict[str, float]:
-    """The in-range law and the logit-scaling intervention, counted over runs (the robustness chapter pools the counts)."""
-    judged = per_run.dropna(subset=["delay_error"])
-    return dict(in_range_runs=len(per_run),
-                in_range_within_runs=int((per_run.in_range_error <= HALF_LENGTH_OCTAVES).sum()),
-                in_range_half_length=float(per_run.in_range_error.median()),
-                delay_judged=len(judged), delay_within_runs=int((judged.delay_error <= HALF_LENGTH_OCTAVES).sum()),
-                delayed_runs=int((judged.delay_observed >= HALF_LENGTH_OCTAVES).sum()),
-                delay_median=float(judged.delay_observed.median()) if len(judged) else math.nan,
-                delay_in_range_median=float(judged.delay_in_range.median()) if len(judged) else math.nan)
+def constant_half(per_run: pd.DataFrame) -> pd.Series:
+    """Per run, the geometric mean of the observed collapses of the other seeds at its offset and base: a constant
+    fitted on other seeds, the baseline a law that reads the head must beat (inf where none of them collapses)."""
+    def others(row: pd.Series) -> float:
+        same = per_run[(per_run.offset == row.offset) & (per_run.base == row.base) & (per_run.seed != row.seed)]
+        seen = same.half_observed[np.isfinite(same.half_observed)]
+        return float(np.exp(np.log(seen).mean())) if len(seen) else math.inf
+
+    return per_run.apply(others, axis=1)
+
+
+def in_range_values(per_run: pd.DataFrame, horizon: int) -> dict[str, float]:
+    """The in-range law and the logit-scaling intervention, counted over the runs they judge, beside their baselines
+    (the robustness chapter pools the counts)."""
+    learned = per_run[per_run.learned.astype(bool)]
+    constant = [judged_log2_error(c, o, horizon) for c, o in zip(constant_half(per_run)[learned.index],
+                                                                     learned.half_observed, strict=True)]
+    collapsing = learned.dropna(subset=["delay_observed"])
+    count = lambda errors: (int((~np.isnan(errors)).sum()),  # noqa: E731 - (judged, within the bar)
+                            int((errors <= HALF_LENGTH_OCTAVES).sum()))
+    (law_n, law_k), (c_n, c_k) = count(learned.in_range_error.to_numpy()), count(np.array(constant))
+    (d_n, d_k), (z_n, z_k) = count(collapsing.delay_error.to_numpy()), count(collapsing.delay_zero_error.to_numpy())
+    return dict(in_range_runs=law_n, in_range_within_runs=law_k,
+                in_range_half_length=float(learned.in_range_error.median()),
+                in_range_constant_runs=c_n, in_range_constant_within_runs=c_k,
+                delay_runs=len(collapsing), delayed_runs=int((collapsing.delay_observed >= HALF_LENGTH_OCTAVES).sum()),
+                delay_judged=d_n, delay_within_runs=d_k, delay_zero_judged=z_n, delay_zero_within_runs=z_k,
+                delay_median=float(collapsing.delay_observed.median()) if len(collapsing) else math.nan,
+                delay_in_range_median=float(collapsing.delay_in_range.median()) if len(collapsing) else math.nan)

@@ -13,6 +13,8 @@ from scipy.stats import norm
 
 from ...analysis.planes import Planes, plane_sum
 
+MAX_LOG = 700.0  # largest log weight exponentiated (float64 overflows past about 709)
+
 
 def far_moments(planes: Planes, train_length: int, length: int, turns: float | None, shift: float) -> tuple[float, float]:
     """``M1 = sum_{T<=D<L} e^{f(D) - shift}`` and ``M2 = sum e^{2 (f(D) - shift)}`` under a law, from the planes alone.
@@ -70,7 +72,7 @@ def in_range_moments(planes: Planes, train_length: int, length: int, turns: floa
                  if (~fast).any() else 0.0)
     first = quenched_log_sum(a[fast], count, 1.0) + edge - shift
     second = quenched_log_sum(a[fast], count, 2.0) + 2 * (edge - shift)
-    return math.exp(first), math.exp(second)
+    return math.exp(min(first, MAX_LOG)), math.exp(min(second, MAX_LOG))  # the cap only keeps a hopeless run finite
 
 
 def logit_scale(length: int, train_length: int) -> float:
