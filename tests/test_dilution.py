@@ -6,19 +6,25 @@ import pytest
 import torch
 
 from lengthgen.analysis.kernels import offset_profile
-from lengthgen.analysis.planes import planes_of
+from lengthgen.analysis.planes import Planes, planes_of
 from lengthgen.chapters.dilution_law import (
+    delays,
     half_length,
+    judged_log2_error,
     log2_error,
     observed_last_accuracy,
     target_mass,
     toeplitz_attention,
 )
 from lengthgen.chapters.dilution_law.law import (
+    in_range_moments,
     law_masses,
+    logit_scale,
     mass_per_token,
     monte_carlo_accuracy,
     multinomial_counts,
+    quenched_log_sum,
+    scaled,
     snr_accuracy,
 )
 from lengthgen.chapters.equivariance import offset_attention
@@ -162,3 +168,66 @@ def test_decay_onsets_find_the_last_saturated_length_before_the_collapse():
     assert len(onsets) == 1  # the run that never collapses has no onset
     assert onsets.onset.iloc[0] == 128 and onsets.mass_at_onset.iloc[0] == 0.2
     assert onsets.width.iloc[0] == pytest.approx(300 / 128)
+
+
+def test_the_typical_far_sum_is_the_random_energy_models():
+    """Annealed while the draws reach the dominant energies, carried by the largest draw beyond; never above the mean.
+
+    The formula is leading-order (no Bahadur-Rao prefactor): it may overestimate the typical sum a little, never by a
+    large share, and does not underestimate it."""
+    rng = np.random.default_rng(0)
+    a = np.full(8, 1.5)
+    for count, beta in ((200, 1.0), (200, 2.0), (20_000, 1.0)):
+        typical = quenched_log_sum(a, count, beta)
+        annealed = np.log(count) + np.log(np.i0(beta * a)).sum()
+        assert typical <= annealed + 1e-9
+        draws = (a * np.cos(rng.uniform(0, 2 * np.pi, (400, count, len(a))))).sum(-1)
+        simulated = np.median(np.log(np.exp(beta * draws).sum(1)))
+        assert simulated - 0.5 <= typical <= simulated + 0.15 * abs(simulated) + 0.5
+    assert quenched_log_sum(np.full(4, 0.01), 10**6, 1.0) == pytest.approx(np.log(10**6) + 4 * np.log(np.i0(0.01)))
+    assert quenched_log_sum(np.array([]), 7, 2.0) == pytest.approx(np.log(7))
+    assert quenched_log_sum(a, 0, 1.0) == -np.inf
+
+
+def test_the_in_range_law_reads_no_logit_beyond_the_training_length():
+    """Two kernels whose slow plane agrees at T - 1 and nowhere else beyond T get the same far moments."""
+    T, theta = 32, 1e-4
+    freqs = np.array([theta, 2.0])
+    edge = lambda a, phi: a * np.cos(theta * (T - 1) + phi)  # noqa: E731
+    a2, phi1 = 2.0, 0.3
+    phi2 = np.arccos(edge(1.0, phi1) / a2) - theta * (T - 1)
+    one = Planes(freqs, np.array([1.0, 0.7]), np.array([phi1, 0.1]))
+    two = Planes(freqs, np.array([a2, 0.7]), np.array([phi2, 0.1]))
+    assert edge(a2, phi2) == pytest.approx(edge(1.0, phi1))
+    assert not np.allclose(one.profile(np.arange(T, 4000)), two.profile(np.arange(T, 4000)))
+    for length in (64, 1024, 4096):
+        shift = 0.5
+        assert in_range_moments(one, T, length, 2.0, shift) == pytest.approx(in_range_moments(two, T, length, 2.0, shift))
+    assert in_range_moments(one, T, T, 2.0, 0.0) == (0.0, 0.0)
+
+
+def test_logit_scaling_and_the_delays_it_is_judged_by():
+    assert logit_scale(16, 32) == 1.0 and logit_scale(32, 32) == 1.0
+    assert logit_scale(1024, 32) == pytest.approx(2.0)
+    assert scaled(Planes(np.ones(2), np.array([1.0, 2.0]), np.zeros(2)), 3.0).amplitude.tolist() == [3.0, 6.0]
+    horizon = 4096
+    d = delays(True, 100.0, 400.0, 50.0, 200.0, horizon)  # observed two doublings, predicted two
+    assert d["delay_observed"] == pytest.approx(2.0) and d["delay_in_range"] == pytest.approx(2.0)
+    assert d["delay_error"] == pytest.approx(0.0) and d["delay_censored"] == 0.0
+    assert d["delay_zero_error"] == pytest.approx(2.0)  # "no delay" misses by two doublings
+    d = delays(True, 100.0, np.inf, 50.0, 100.0, horizon)  # censored: at least 5.36 doublings observed, one predicted
+    assert d["delay_error"] == pytest.approx(np.log2(horizon / 200.0)) and d["delay_censored"] == 1.0
+    assert np.isnan(delays(True, 100.0, np.inf, 50.0, np.inf, horizon)["delay_error"])  # both beyond: undetermined
+    assert np.isnan(delays(True, 3000.0, np.inf, 50.0, 60.0, horizon)["delay_error"])  # bound under a doubling
+    assert np.isnan(delays(True, np.inf, np.inf, 50.0, 80.0, horizon)["delay_error"])  # no collapse: nothing to delay
+    assert np.isnan(delays(False, 100.0, 400.0, 50.0, 200.0, horizon)["delay_error"])  # not learned: not judged
+    assert delays(True, 100.0, 300.0, np.inf, np.inf, horizon)["delay_error"] == np.inf  # law has no collapse: a miss
+
+
+def test_an_error_beyond_the_horizon_is_judged_only_where_its_bound_decides():
+    horizon = 1024
+    assert judged_log2_error(100.0, 400.0, horizon) == pytest.approx(2.0)
+    assert np.isnan(judged_log2_error(np.inf, np.inf, horizon))
+    assert np.isnan(judged_log2_error(np.inf, 800.0, horizon))  # at least 0.36 doublings: undetermined
+    assert judged_log2_error(np.inf, 100.0, horizon) == pytest.approx(np.log2(10.24))  # at least 3.4: a miss
+    assert judged_log2_error(100.0, np.inf, horizon) == pytest.approx(np.log2(10.24))

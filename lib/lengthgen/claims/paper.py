@@ -176,7 +176,7 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
     PaperClaim("dilution", PART_I, "Accuracy decays gracefully beyond the training length, as an attention-dilution law "
                "predicts.", "04_dilution_law", ("half_length", "mass_law"),
                (Limit("04_dilution_law", "dilution_half_length", ">", 1,
-                      "the paper's (pure) dilution law misplaces the half-accuracy length by a median {value:.1f} octaves",
+                      "the paper's (pure) dilution law misplaces the collapse length by a median {value:.1f} doublings",
                       severity="does not"),
                 Limit("04_dilution_law", "in_range_within_runs", "<", IN_RANGE_SHARE,
                       "our law from in-range quantities places it within a doubling in {value:.0%} of judged runs "

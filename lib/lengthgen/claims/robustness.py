@@ -32,7 +32,7 @@ CLAIMS = (
              "law predicts within one doubling (pooled; it holds at 90 %)"),
     reported("in_range_constant_share", "the same share for the baseline: the geometric mean of the other seeds' "
              "collapses at the same offset and base"),
-    reported("delay_zero_share", "the same share for the baseline 'no delay'"),
+    reported("delay_zero_share", "the same share for the baseline of no delay"),
     reported("delayed_share", "share of the collapses of the held-out heads of chapter 4 that logit scaling delays by "
              "at least one doubling"),
     reported("hijack_law_gain_max", "largest, over the held-out runs of chapter 1 (one offset, ten seeds each), median "
