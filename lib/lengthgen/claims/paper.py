@@ -372,7 +372,8 @@ HEADLINES: dict[str, Headline] = {
                         "random-phase kernels are as low-rank (effective ranks differ by ≤ {value:.1f})"),
     "dilution": Headline("Accuracy decays gracefully beyond T, as an attention-dilution law predicts.",
                          "dilution_half_length", "pure law off by a median {value:.1f} doublings; in-range law within "
-                         "a doubling on {c[in_range_within_runs]:.0f} of {c[in_range_runs]:.0f} (90 % needed)"),
+                         "one on {c[in_range_within_runs]:.0f} of {c[in_range_runs]:.0f}, a constant on "
+                         "{c[in_range_constant_within_runs]:.0f}"),
     "logit-scaling": Headline("Logit scaling by log L/log T delays the collapse as the in-range law predicts.",
                               "delay_within_runs", "law within a doubling on {value:.0f} of {c[delay_judged]:.0f} "
                               "(90 % needed); 'no delay' on {c[delay_zero_within_runs]:.0f} of "
