@@ -192,7 +192,7 @@ def test_a_per_run_claim_is_recounted_from_its_runs_values(monkeypatch):
                                                          for c in chapter_claims.CLAIMS))
     judged = rejudge(record)
     check = next(c for c in judged["checks"] if c["name"] == name)
-    assert check["value"] == sum(1 for run in judged["details"]["per_run"][name] if not run["passed"])
+    assert check["value"] == sum(1 for run in judged["details"]["per_run"][name] if run["passed"] is False)
     if all(run["value"] == run["value"] for run in runs):  # without NaN, the flipped comparison fails the others
         assert check["value"] == len(runs) - next(c for c in record["checks"] if c["name"] == name)["value"]
 
